@@ -1,0 +1,251 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/store"
+)
+
+// StoreSpec describes one store of a task.
+type StoreSpec struct {
+	// Name of the store; its changelog topic is TopicName(appID, Name).
+	Name string
+	// Backend keeps the data in Pebble (default) or on the heap.
+	Backend store.Backend
+	// LoggingDisabled turns the changelog off: no topic, no writes, nothing to restore. Default false (logged). A store without a changelog is not fault-tolerant: it loses its state with its disk (a memory store with every restart).
+	LoggingDisabled bool
+	// TopicConfigs are the store's changelog topic configs (they win over app-wide configs and cleanup.policy=compact). Default none.
+	TopicConfigs map[string]string
+	// Coalesce sends only the last value of each key within a commit to the changelog (Kafka Streams' record cache). Default false: every write is mirrored.
+	Coalesce bool
+	// Metrics observes the store's operations. Default nil: no metered layer.
+	Metrics store.Metrics
+}
+
+// TopicSpecs returns the topic specs of the logged stores among specs, for TopicManager.Ensure.
+func TopicSpecs(specs []StoreSpec) []TopicSpec {
+	var out []TopicSpec
+	for _, s := range specs {
+		if !s.LoggingDisabled {
+			out = append(out, TopicSpec{Store: s.Name, Configs: s.TopicConfigs})
+		}
+	}
+	return out
+}
+
+// TaskConfig describes a task to open.
+type TaskConfig struct {
+	// AppID is the application id. Required.
+	AppID string
+	// Processor and Partition name the task. Required.
+	Processor string
+	Partition int32
+	// Stores are the task's stores. A task without stores is valid (its commits only wait for its output records).
+	Stores []StoreSpec
+	// Logger is the parent logger. Default hclog.NewNullLogger().
+	Logger hclog.Logger
+}
+
+// Task is a task's state as the runtime drives it: its layered stores, its
+// output producer, and its commit.
+//
+// A Task is used by one goroutine at a time. Its states: open -> (restored by
+// restore.Restorer) -> processing and committing -> closed; a failed commit
+// leaves it failed, and a failed task only closes.
+type Task struct {
+	cfg    TaskConfig
+	st     *store.Task
+	tr     *tracker
+	log    hclog.Logger
+	logged []LoggedStore
+	failed error
+	file   []store.CheckpointEntry // last exported checkpoint file
+}
+
+// LoggedStore is a logged store partition of a task, as restore sees it.
+type LoggedStore struct {
+	Store     string
+	Topic     string
+	Partition int32
+	Part      *store.Partition
+}
+
+// OpenTask opens the task's stores in m, logging them through p.
+func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
+	if cfg.AppID == "" {
+		return nil, errors.New("changelog: TaskConfig.AppID is required")
+	}
+	if p == nil {
+		return nil, errors.New("changelog: nil producer")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	st, err := m.OpenTask(cfg.Processor, cfg.Partition)
+	if err != nil {
+		return nil, err
+	}
+	t := &Task{
+		cfg: cfg,
+		st:  st,
+		tr:  newTracker(p),
+		log: cfg.Logger.Named("changelog").With("processor", cfg.Processor, "partition", cfg.Partition),
+	}
+	for _, s := range cfg.Stores {
+		o := store.Options{Backend: s.Backend, Coalesce: s.Coalesce, Metrics: s.Metrics}
+		topic := TopicName(cfg.AppID, s.Name)
+		if !s.LoggingDisabled {
+			o.Changelog = &storeLog{tr: t.tr, topic: topic, partition: cfg.Partition}
+		}
+		if _, err := st.Open(s.Name, o); err != nil {
+			st.Close()
+			return nil, err
+		}
+		if !s.LoggingDisabled {
+			t.logged = append(t.logged, LoggedStore{Store: s.Name, Topic: topic, Partition: cfg.Partition, Part: st.Partition(s.Name)})
+		}
+	}
+	if entries, err := store.ReadCheckpointFile(filepath.Join(st.Dir(), store.CheckpointFileName)); err == nil {
+		t.file = entries
+	}
+	return t, nil
+}
+
+// Processor returns the task's processor name.
+func (t *Task) Processor() string { return t.cfg.Processor }
+
+// Partition returns the task's partition.
+func (t *Task) Partition() int32 { return t.cfg.Partition }
+
+// Store returns the layered store called name, or nil.
+func (t *Task) Store(name string) store.Store { return t.st.Store(name) }
+
+// LoggedStores returns the task's logged store partitions, in the order of TaskConfig.Stores.
+func (t *Task) LoggedStores() []LoggedStore { return slices.Clone(t.logged) }
+
+// StoreTask returns the underlying store task.
+func (t *Task) StoreTask() *store.Task { return t.st }
+
+// Dir returns the task's directory.
+func (t *Task) Dir() string { return t.st.Dir() }
+
+// Output produces a record to an output topic through the task's tracking: the next Commit waits for its acknowledgement.
+// Key, value and headers are copied.
+func (t *Task) Output(r OutputRecord) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	kr := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Timestamp: r.Timestamp}
+	if r.Key != nil {
+		kr.Key = append(make([]byte, 0, len(r.Key)), r.Key...)
+	}
+	if r.Value != nil {
+		kr.Value = append(make([]byte, 0, len(r.Value)), r.Value...)
+	}
+	for _, h := range r.Headers {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)})
+	}
+	t.tr.produce(kr)
+	return nil
+}
+
+// NeedsCommit reports whether the task's uncommitted writes exceed store.Settings.MaxUncommittedBytes: commit early.
+func (t *Task) NeedsCommit() bool { return t.st.NeedsCommit() }
+
+// Commit runs the at-least-once commit of the task, in this order:
+//  1. the writes held by coalescing stores go down to the changelog;
+//  2. every changelog and output record produced so far is acknowledged;
+//  3. the task's write batch and its checkpoints (last acknowledged offset
+//     per changelog partition) are applied in one atomic Pebble batch;
+//  4. the .checkpoint file is exported;
+//  5. commitOffsets, if not nil, commits the input offsets.
+//
+// A failure in 1-3 applies nothing, never calls commitOffsets, and fails the
+// task (ErrTaskFailed): close it and open it again; its stores hold the last
+// commit and restore the changelog records produced after it. A failure of
+// commitOffsets returns an *OffsetCommitError; the state is applied and the
+// task stays usable. A failure to export the file is logged, not returned:
+// the authoritative checkpoint is in the store.
+func (t *Task) Commit(ctx context.Context, commitOffsets func(context.Context) error) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.st.Flush(); err != nil {
+		return t.fail(err)
+	}
+	acked, err := t.tr.wait(ctx)
+	if err != nil {
+		return t.fail(err)
+	}
+	cps := make(map[string]int64)
+	for _, ls := range t.logged {
+		if o, ok := acked[topicPartition{ls.Topic, ls.Partition}]; ok {
+			cps[ls.Store] = o
+		}
+	}
+	if err := t.st.Apply(cps); err != nil {
+		return t.fail(err)
+	}
+	if err := t.ExportCheckpoints(); err != nil {
+		t.log.Warn("could not export the checkpoint file", "error", err)
+	}
+	if commitOffsets != nil {
+		if err := commitOffsets(ctx); err != nil {
+			return &OffsetCommitError{Err: err}
+		}
+	}
+	return nil
+}
+
+// ExportCheckpoints writes the task's .checkpoint file from the checkpoints in
+// its persistent logged stores, when they changed since the last export.
+func (t *Task) ExportCheckpoints() error {
+	var entries []store.CheckpointEntry
+	for _, ls := range t.logged {
+		if !ls.Part.Persistent() {
+			continue
+		}
+		cp, ok, err := ls.Part.Checkpoint()
+		if err != nil {
+			return err
+		}
+		if ok {
+			entries = append(entries, store.CheckpointEntry{Topic: ls.Topic, Partition: ls.Partition, Offset: cp.Offset})
+		}
+	}
+	if slices.Equal(entries, t.file) {
+		return nil
+	}
+	if err := store.WriteCheckpointFile(filepath.Join(t.st.Dir(), store.CheckpointFileName), entries); err != nil {
+		return err
+	}
+	t.file = entries
+	return nil
+}
+
+func (t *Task) check() error {
+	if t.failed != nil {
+		return fmt.Errorf("%w: %w", ErrTaskFailed, t.failed)
+	}
+	return nil
+}
+
+func (t *Task) fail(err error) error {
+	t.failed = err
+	t.st.Fail(err)
+	t.log.Error("commit failed, the task must be reopened", "error", err)
+	return fmt.Errorf("%w: processor %s partition %d: %w", ErrTaskFailed, t.cfg.Processor, t.cfg.Partition, err)
+}
+
+// Err returns the error that failed the task, or nil.
+func (t *Task) Err() error { return t.failed }
+
+// Close closes the task's stores, dropping its uncommitted writes. Records still in flight are not waited for.
+func (t *Task) Close() error { return t.st.Close() }

@@ -1,0 +1,2 @@
+// Package restore rebuilds the local state of tasks from their changelog topics.
+package restore

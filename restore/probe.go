@@ -1,0 +1,97 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// probe checks with direct fetches whether the rest of a target's range
+// [pos, end) holds no data record: only transaction markers, aborted records
+// (read_committed) or batches emptied by compaction. The consumer advances
+// its position over those without returning anything, so the restore cannot
+// see that it reached the end; the probe parses the raw batches with
+// kgo.ProcessFetchPartition, which reports the exact next offset.
+//
+// It returns true when the target is done. It never declares done while a
+// data record before end exists: the consumer will deliver that record.
+func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
+	iso := kgo.ReadUncommitted()
+	if r.set.ReadCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	pos := tg.pos
+	for range 16 {
+		leader, _, err := r.cl.PartitionLeader(tg.ls.Topic, tg.ls.Partition)
+		if err != nil {
+			return false, err
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MinBytes = 0
+		req.MaxBytes = 1 << 20
+		if r.set.ReadCommitted {
+			req.IsolationLevel = 1
+		}
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tg.ls.Topic
+		rt.TopicID = tg.id
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tg.ls.Partition
+		rp.FetchOffset = pos
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = 1 << 20
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, r.cl.Broker(int(leader)))
+		if err != nil {
+			return false, err
+		}
+		var part *kmsg.FetchResponseTopicPartition
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if resp.Topics[i].Partitions[j].Partition == tg.ls.Partition {
+					part = &resp.Topics[i].Partitions[j]
+				}
+			}
+		}
+		if part == nil {
+			return false, fmt.Errorf("partition missing from the fetch response")
+		}
+		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+			return false, err
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			KeepControlRecords: true,
+			Offset:             pos,
+			IsolationLevel:     iso,
+			Topic:              tg.ls.Topic,
+			Partition:          tg.ls.Partition,
+		}, part, kgo.DefaultDecompressor(), nil)
+		if fp.Err != nil {
+			return false, fp.Err
+		}
+		for _, rec := range fp.Records {
+			if rec.Offset >= tg.end {
+				break
+			}
+			if !rec.Attrs.IsControl() {
+				return false, nil
+			}
+		}
+		if next >= tg.end {
+			return true, nil
+		}
+		if next <= pos {
+			return false, nil
+		}
+		pos = next
+	}
+	return false, nil
+}

@@ -1,0 +1,389 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/store"
+)
+
+// DefaultProbeInterval is the default of Settings.ProbeInterval: 500ms.
+const DefaultProbeInterval = 500 * time.Millisecond
+
+// MaxFetchMaxWait is the longest kgo.FetchMaxWait a restore client may have: 1s.
+// A probe is a fetch, and Kafka answers the requests of a connection in
+// order, so a probe waits behind the consumer's long poll.
+const MaxFetchMaxWait = time.Second
+
+// Settings configure a Restorer.
+type Settings struct {
+	// ReadCommitted reads changelogs read_committed (for exactly-once): the end offset is the last stable offset and aborted records are skipped. The client must then be built with kgo.FetchIsolationLevel(kgo.ReadCommitted()). Default false: read_uncommitted, the end offset is the high watermark.
+	ReadCommitted bool
+	// Listener receives start, batch and end events (and CheckpointListener events if it implements it). Default none; events are logged either way.
+	Listener Listener
+	// Logger is the parent logger; the restorer logs under "restore". Default hclog.NewNullLogger().
+	Logger hclog.Logger
+	// ProbeInterval is how long a partition may go without progress before the restorer checks, with one direct fetch, whether only transaction markers or emptied batches remain before the end offset (a trailing marker is never returned by the consumer, so waiting to see it would hang). Default DefaultProbeInterval (500ms).
+	ProbeInterval time.Duration
+}
+
+// Restorer restores the logged stores of tasks from their changelogs.
+//
+// It consumes with a dedicated franz-go client that it assigns partitions
+// directly (no group). New checks that the client was built with:
+//   - kgo.ConsumeResetOffset(kgo.NoResetOffset()), so that a changelog
+//     truncated during a restore surfaces as an error instead of silently
+//     skipping records;
+//   - kgo.FetchMaxWait of at most MaxFetchMaxWait (500ms is a good value), so
+//     that end-of-log probes are answered promptly;
+//   - kgo.FetchIsolationLevel(kgo.ReadCommitted()) exactly when
+//     Settings.ReadCommitted is set.
+//
+// kgo.KeepControlRecords() is optional: with it, a trailing transaction
+// marker ends a restore at once instead of after a probe.
+//
+// One Restore runs at a time per Restorer; Restore calls are serialized.
+type Restorer struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+	set Settings
+	log hclog.Logger
+	lis multiListener
+	mu  sync.Mutex
+}
+
+// New returns a Restorer that consumes with cl and lists offsets with adm.
+func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
+	if cl == nil || adm == nil {
+		return nil, errors.New("restore: nil client")
+	}
+	if off, _ := cl.OptValue(kgo.ConsumeResetOffset).(kgo.Offset); off != kgo.NoResetOffset() {
+		return nil, errors.New("restore: the restore client must be built with kgo.ConsumeResetOffset(kgo.NoResetOffset())")
+	}
+	if g, _ := cl.OptValue(kgo.ConsumerGroup).(string); g != "" {
+		return nil, fmt.Errorf("restore: the restore client must not be in a consumer group (it is in %q)", g)
+	}
+	if w, _ := cl.OptValue(kgo.FetchMaxWait).(time.Duration); w > MaxFetchMaxWait {
+		return nil, fmt.Errorf("restore: the restore client's kgo.FetchMaxWait is %v, it must be at most %v", w, MaxFetchMaxWait)
+	}
+	iso, _ := cl.OptValue(kgo.FetchIsolationLevel).(int8)
+	if (iso == 1) != s.ReadCommitted {
+		return nil, fmt.Errorf("restore: Settings.ReadCommitted is %v but the client's isolation level is %d", s.ReadCommitted, iso)
+	}
+	if s.Logger == nil {
+		s.Logger = hclog.NewNullLogger()
+	}
+	if s.ProbeInterval <= 0 {
+		s.ProbeInterval = DefaultProbeInterval
+	}
+	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore")}
+	r.lis = multiListener{LogListener{r.log}}
+	if s.Listener != nil {
+		r.lis = append(r.lis, s.Listener)
+	}
+	return r, nil
+}
+
+// target is the restore of one store partition.
+type target struct {
+	proc  string
+	ls    changelog.LoggedStore
+	id    [16]byte
+	start int64 // first offset to read
+	end   int64 // the restore is done when pos >= end; math.MaxInt64 for a standby
+	pos   int64 // next offset expected
+
+	total     int64
+	began     time.Time
+	lastMoved time.Time
+	done      bool
+}
+
+type tpKey struct {
+	topic     string
+	partition int32
+}
+
+// Restore brings every logged store of tasks up to the end of its changelog,
+// as captured when the restore begins, and exports the tasks' checkpoint
+// files. Each fetch is applied as one batch with the store's checkpoint, so
+// an interrupted restore resumes where it stopped.
+//
+// Persistent stores resume at checkpoint + 1; a checkpoint that does not fit
+// the changelog (beyond its end, before its start, or written for a previous
+// topic of the same name) is discarded with a warning: the store is wiped and
+// restored from the start. Memory stores always restore from the start.
+//
+// When ctx is cancelled (a rebalance) Restore returns ctx's error promptly;
+// every store's checkpoint is at its last applied batch. The tasks must not
+// have uncommitted writes.
+func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var targets []*target
+	for _, t := range tasks {
+		for _, ls := range t.LoggedStores() {
+			targets = append(targets, &target{proc: t.Processor(), ls: ls})
+		}
+	}
+	if len(targets) > 0 {
+		if err := r.run(ctx, targets, false); err != nil {
+			return err
+		}
+	}
+	for _, t := range tasks {
+		if err := t.ExportCheckpoints(); err != nil {
+			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", err)
+		}
+	}
+	return nil
+}
+
+// run is the restore loop. With follow set (a standby, not yet exposed) it
+// has no end offset and runs until ctx is cancelled; it applies the same
+// batches with the same checkpoints.
+func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) error {
+	byTP := make(map[tpKey]*target, len(targets))
+	var topics []string
+	seen := map[string]bool{}
+	for _, tg := range targets {
+		k := tpKey{tg.ls.Topic, tg.ls.Partition}
+		if byTP[k] != nil {
+			return fmt.Errorf("restore: %s partition %d is listed twice", k.topic, k.partition)
+		}
+		byTP[k] = tg
+		if !seen[k.topic] {
+			seen[k.topic] = true
+			topics = append(topics, k.topic)
+		}
+	}
+	// Forget these topics when done, so that a later restore starts from
+	// fresh metadata (a topic may be recreated in between).
+	defer r.cl.PurgeTopicsFromConsuming(topics...)
+
+	if err := r.plan(ctx, targets, topics, follow); err != nil {
+		return err
+	}
+	assign := map[string]map[int32]kgo.Offset{}
+	active := 0
+	for _, tg := range targets {
+		if tg.done {
+			continue
+		}
+		if assign[tg.ls.Topic] == nil {
+			assign[tg.ls.Topic] = map[int32]kgo.Offset{}
+		}
+		assign[tg.ls.Topic][tg.ls.Partition] = kgo.NewOffset().At(tg.start)
+		active++
+	}
+	if active == 0 {
+		return nil
+	}
+	r.cl.AddConsumePartitions(assign)
+
+	var ws []store.Write
+	for active > 0 {
+		pctx, cancel := context.WithTimeout(ctx, r.set.ProbeInterval)
+		fs := r.cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore: stopped: %w", err)
+		}
+		var ferr error
+		fs.EachError(func(topic string, p int32, err error) {
+			if ferr != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			tg := byTP[tpKey{topic, p}]
+			switch {
+			case tg == nil:
+				ferr = fmt.Errorf("restore: consume: %w", err)
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				ferr = &OutOfRangeError{Topic: topic, Partition: p, Offset: tg.pos, Err: err}
+			default:
+				ferr = fmt.Errorf("restore: processor %s store %s: consume %s partition %d at offset %d: %w", tg.proc, tg.ls.Store, topic, p, tg.pos, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var aerr error
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			tg := byTP[tpKey{p.Topic, p.Partition}]
+			if aerr != nil || tg == nil || tg.done || len(p.Records) == 0 {
+				return
+			}
+			ws = ws[:0]
+			last := int64(-1)
+			for _, rec := range p.Records {
+				if rec.Offset < tg.pos {
+					continue
+				}
+				if rec.Offset >= tg.end {
+					break
+				}
+				tg.pos = rec.Offset + 1
+				tg.lastMoved = time.Now()
+				if rec.Attrs.IsControl() {
+					continue
+				}
+				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil})
+				last = rec.Offset
+			}
+			if len(ws) > 0 {
+				if err := tg.ls.Part.ApplyRestore(ws, store.Checkpoint{Offset: last, LogID: tg.id}); err != nil {
+					aerr = err
+					return
+				}
+				tg.total += int64(len(ws))
+				r.lis.OnBatchRestored(BatchEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition, Records: len(ws), Offset: last})
+			}
+			if tg.pos >= tg.end {
+				r.finish(tg)
+				active--
+			}
+		})
+		if aerr != nil {
+			return aerr
+		}
+		if follow {
+			continue
+		}
+		for _, tg := range targets {
+			if tg.done || time.Since(tg.lastMoved) < r.set.ProbeInterval {
+				continue
+			}
+			done, err := r.probe(ctx, tg)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("restore: stopped: %w", ctx.Err())
+				}
+				r.log.Debug("probe failed", "processor", tg.proc, "store", tg.ls.Store, "partition", tg.ls.Partition, "offset", tg.pos, "error", err)
+			}
+			tg.lastMoved = time.Now()
+			if done {
+				tg.pos = tg.end
+				r.finish(tg)
+				active--
+			}
+		}
+	}
+	return nil
+}
+
+// plan reads checkpoints and the changelogs' offsets, discards checkpoints
+// that do not fit, and sets each target's start and end.
+func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string, follow bool) error {
+	// WithAuthorizedOps makes kadm bypass its metadata cache: the topic ID
+	// must be the current one.
+	md, err := r.adm.Metadata(kadm.WithAuthorizedOps(ctx), topics...)
+	if err != nil {
+		return fmt.Errorf("restore: describe changelogs: %w", err)
+	}
+	starts, err := r.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("restore: list start offsets: %w", err)
+	}
+	var ends kadm.ListedOffsets
+	if r.set.ReadCommitted {
+		ends, err = r.adm.ListCommittedOffsets(ctx, topics...)
+	} else {
+		ends, err = r.adm.ListEndOffsets(ctx, topics...)
+	}
+	if err != nil {
+		return fmt.Errorf("restore: list end offsets: %w", err)
+	}
+	for _, tg := range targets {
+		topic, p := tg.ls.Topic, tg.ls.Partition
+		d, ok := md.Topics[topic]
+		if !ok || d.Err != nil {
+			cause := errors.New("not found")
+			if ok {
+				cause = d.Err
+			}
+			return fmt.Errorf("restore: processor %s store %s: changelog %s: %w", tg.proc, tg.ls.Store, topic, cause)
+		}
+		if _, ok := d.Partitions[p]; !ok {
+			return fmt.Errorf("restore: processor %s store %s: changelog %s has no partition %d", tg.proc, tg.ls.Store, topic, p)
+		}
+		tg.id = d.ID
+		so, ok1 := starts.Lookup(topic, p)
+		eo, ok2 := ends.Lookup(topic, p)
+		if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
+			return fmt.Errorf("restore: processor %s store %s: list offsets of %s partition %d: %w", tg.proc, tg.ls.Store, topic, p, errors.Join(so.Err, eo.Err, errMissing(ok1 && ok2)))
+		}
+		logStart, logEnd := so.Offset, eo.Offset
+		part := tg.ls.Part
+		tg.start = logStart
+		if !part.Persistent() {
+			if err := part.Wipe(); err != nil {
+				return err
+			}
+		} else {
+			cp, has, err := part.Checkpoint()
+			if err != nil {
+				return err
+			}
+			if has {
+				var reason Reason
+				switch {
+				case cp.Offset >= logEnd:
+					reason = BeyondEnd
+				case cp.Offset+1 < logStart:
+					reason = BeforeStart
+				case cp.LogID != [16]byte{} && d.ID != [16]byte{} && cp.LogID != d.ID:
+					reason = Recreated
+				}
+				if reason != 0 {
+					ce := &CheckpointError{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p,
+						Checkpoint: cp.Offset, LogStart: logStart, LogEnd: logEnd, Reason: reason}
+					r.log.Warn("local state not trusted, wiping it and restoring from the start of the changelog",
+						"processor", tg.proc, "store", tg.ls.Store, "partition", p, "offset", cp.Offset,
+						"reason", reason.String(), "log_start", logStart, "log_end", logEnd, "topic", topic)
+					r.lis.OnCheckpointDiscarded(ce)
+					if err := part.Wipe(); err != nil {
+						return err
+					}
+				} else {
+					tg.start = cp.Offset + 1
+				}
+			}
+		}
+		part.SetLogID(d.ID)
+		tg.end = logEnd
+		if follow {
+			tg.end = math.MaxInt64
+		}
+		tg.pos = tg.start
+		tg.began = time.Now()
+		tg.lastMoved = tg.began
+		r.lis.OnRestoreStart(StartEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p, StartOffset: tg.start, EndOffset: logEnd})
+		if tg.start >= tg.end {
+			r.finish(tg)
+		}
+	}
+	return nil
+}
+
+func errMissing(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errors.New("partition missing from the response")
+}
+
+func (r *Restorer) finish(tg *target) {
+	tg.done = true
+	r.cl.RemoveConsumePartitions(map[string][]int32{tg.ls.Topic: {tg.ls.Partition}})
+	r.lis.OnRestoreEnd(EndEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition, Records: tg.total, Duration: time.Since(tg.began)})
+}

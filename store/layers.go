@@ -1,0 +1,185 @@
+package store
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/RaduBerinde/btreemap"
+)
+
+// Metrics observes the operations of a store (the hook of the metered layer).
+// Implementations must be cheap and safe for concurrent use by many tasks.
+type Metrics interface {
+	// Observe reports one operation on store: its kind, how long it took, and its error (nil on success).
+	Observe(store string, op Op, took time.Duration, err error)
+}
+
+// metered reports every operation to a Metrics hook; it changes nothing else.
+type metered struct {
+	inner Store
+	name  string
+	m     Metrics
+}
+
+var _ Store = (*metered)(nil)
+
+func (s *metered) Get(key []byte) ([]byte, bool, error) {
+	t0 := time.Now()
+	v, ok, err := s.inner.Get(key)
+	s.m.Observe(s.name, OpGet, time.Since(t0), err)
+	return v, ok, err
+}
+
+func (s *metered) Put(key, value []byte) error {
+	t0 := time.Now()
+	err := s.inner.Put(key, value)
+	s.m.Observe(s.name, OpPut, time.Since(t0), err)
+	return err
+}
+
+func (s *metered) Delete(key []byte) error {
+	t0 := time.Now()
+	err := s.inner.Delete(key)
+	s.m.Observe(s.name, OpDelete, time.Since(t0), err)
+	return err
+}
+
+func (s *metered) Range(start, end []byte) (Iterator, error) {
+	t0 := time.Now()
+	it, err := s.inner.Range(start, end)
+	s.m.Observe(s.name, OpRange, time.Since(t0), err)
+	return it, err
+}
+
+func (s *metered) Prefix(prefix []byte) (Iterator, error) {
+	t0 := time.Now()
+	it, err := s.inner.Prefix(prefix)
+	s.m.Observe(s.name, OpPrefix, time.Since(t0), err)
+	return it, err
+}
+
+// logging mirrors every write into a ChangeLogger after the layer below took it.
+type logging struct {
+	inner Store
+	log   ChangeLogger
+}
+
+var _ Store = (*logging)(nil)
+
+func (s *logging) Get(key []byte) ([]byte, bool, error) { return s.inner.Get(key) }
+
+func (s *logging) Put(key, value []byte) error {
+	if err := s.inner.Put(key, value); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return s.log.LogPut(key, value)
+}
+
+func (s *logging) Delete(key []byte) error {
+	if err := s.inner.Delete(key); err != nil {
+		return err
+	}
+	return s.log.LogDelete(key)
+}
+
+func (s *logging) Range(start, end []byte) (Iterator, error) { return s.inner.Range(start, end) }
+func (s *logging) Prefix(prefix []byte) (Iterator, error)    { return s.inner.Prefix(prefix) }
+
+// coalescing holds the writes of a commit interval, one entry per key, and
+// passes them down in key order when the task flushes: only the last value
+// of each key reaches the layers below, like Kafka Streams' record cache.
+type coalescing struct {
+	t     *Task
+	inner Store
+	dirty *btreemap.BTreeMap[[]byte, memEntry]
+	bytes int64
+	label string
+}
+
+var _ Store = (*coalescing)(nil)
+
+func newCoalescing(t *Task, name string, inner Store) *coalescing {
+	return &coalescing{t: t, label: name, inner: inner, dirty: btreemap.New[[]byte, memEntry](btreeDegree, bytes.Compare)}
+}
+
+func (c *coalescing) name() string { return c.label }
+
+func (c *coalescing) Get(key []byte) ([]byte, bool, error) {
+	if err := c.t.check(); err != nil {
+		return nil, false, err
+	}
+	if _, e, ok := c.dirty.Get(key); ok {
+		if e.deleted {
+			return nil, false, nil
+		}
+		return e.value, true, nil
+	}
+	return c.inner.Get(key)
+}
+
+func (c *coalescing) Put(key, value []byte) error {
+	if err := c.t.check(); err != nil {
+		return err
+	}
+	c.set(clone(key), memEntry{value: clone(value)})
+	return nil
+}
+
+func (c *coalescing) Delete(key []byte) error {
+	if err := c.t.check(); err != nil {
+		return err
+	}
+	c.set(clone(key), memEntry{deleted: true})
+	return nil
+}
+
+func (c *coalescing) set(k []byte, e memEntry) {
+	_, old, replaced := c.dirty.ReplaceOrInsert(k, e)
+	if replaced {
+		c.bytes -= int64(len(k) + len(old.value) + entryOverhead)
+	}
+	c.bytes += int64(len(k) + len(e.value) + entryOverhead)
+}
+
+func (c *coalescing) Range(start, end []byte) (Iterator, error) {
+	return c.iter(start, end, func() (Iterator, error) { return c.inner.Range(start, end) })
+}
+
+func (c *coalescing) Prefix(prefix []byte) (Iterator, error) {
+	return c.iter(prefix, prefixSuccessor(prefix), func() (Iterator, error) { return c.inner.Prefix(prefix) })
+}
+
+func (c *coalescing) iter(start, end []byte, open func() (Iterator, error)) (Iterator, error) {
+	if err := c.t.check(); err != nil {
+		return nil, err
+	}
+	in, err := open()
+	if err != nil {
+		return nil, err
+	}
+	it := newMergeIter(newSeqSource(ascend(c.dirty.Clone(), start, end)), iterSource{in})
+	it.t = c.t
+	c.t.addIter(it)
+	return it, nil
+}
+
+// flush passes the held writes down in key order and empties the cache.
+func (c *coalescing) flush() error {
+	for k, e := range c.dirty.Ascend(btreemap.Min[[]byte](), btreemap.Max[[]byte]()) {
+		var err error
+		if e.deleted {
+			err = c.inner.Delete(k)
+		} else {
+			err = c.inner.Put(k, e.value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c.dirty.Clear(false)
+	c.bytes = 0
+	return nil
+}

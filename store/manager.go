@@ -1,0 +1,284 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Settings.
+const (
+	// DefaultMemoryBytes is the default of Settings.MemoryBytes: 256 MiB.
+	DefaultMemoryBytes = 256 << 20
+	// DefaultMaxUncommittedBytes is the default of Settings.MaxUncommittedBytes: 64 MiB.
+	DefaultMaxUncommittedBytes = 64 << 20
+	// MinMemoryBytes is the smallest accepted Settings.MemoryBytes: 8 MiB.
+	MinMemoryBytes = 8 << 20
+)
+
+// Settings configure a Manager.
+type Settings struct {
+	// Dir is the instance's state directory, <state_dir>/<application_id>. Required; created when missing.
+	Dir string
+	// MemoryBytes bounds the memory of the instance's Pebble database, block cache plus memtables, however many tasks the instance holds. Half goes to the block cache, half to at most four memtables of MemoryBytes/8 each. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
+	MemoryBytes int64
+	// MaxUncommittedBytes is the size of a task's uncommitted writes (write buffer, coalescing caches, memory-store overlays) above which Task.NeedsCommit reports true, asking the runtime for an early commit. Default DefaultMaxUncommittedBytes (64 MiB).
+	MaxUncommittedBytes int64
+	// SyncCommits makes every commit (Task.Apply) fsync Pebble's write-ahead log before it returns. Default false: the commit is handed to the WAL, which Pebble writes in the background without fsync, so a crash (even a killed process) may drop the last commits, data and checkpoint together, never one without the other; the restore then replays them from the changelog, which holds every acknowledged record. Restore batches never fsync; wipes always do.
+	SyncCommits bool
+	// SkipLock leaves <Dir>/LOCK alone, for a runtime that already holds it. Default false: Open takes an exclusive flock on <Dir>/LOCK, released when the process dies.
+	SkipLock bool
+	// Logger receives the logs of the stores and of Pebble (Pebble's info lines at debug level). Default hclog.NewNullLogger().
+	Logger hclog.Logger
+}
+
+func (s *Settings) validate() error {
+	if s.Dir == "" {
+		return errors.New("store: Settings.Dir is required")
+	}
+	if s.MemoryBytes == 0 {
+		s.MemoryBytes = DefaultMemoryBytes
+	}
+	if s.MemoryBytes < MinMemoryBytes {
+		return fmt.Errorf("store: Settings.MemoryBytes %d is below the minimum %d", s.MemoryBytes, MinMemoryBytes)
+	}
+	if s.MaxUncommittedBytes == 0 {
+		s.MaxUncommittedBytes = DefaultMaxUncommittedBytes
+	}
+	if s.MaxUncommittedBytes < 0 {
+		return fmt.Errorf("store: Settings.MaxUncommittedBytes %d is negative", s.MaxUncommittedBytes)
+	}
+	if s.Logger == nil {
+		s.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}
+
+// Manager is the instance-wide state of statehost: one Pebble database under
+// <Dir>/pebble shared by all the tasks of the instance, and the task
+// directories under <Dir>/tasks.
+//
+// One database per instance keeps Pebble's memory bounded by one setting
+// whatever the number of tasks (see docs/decisions/20261129_pebble_layout.md).
+// A Manager is safe for concurrent use; each Task it opens is used by one
+// goroutine at a time.
+type Manager struct {
+	set  Settings
+	log  hclog.Logger
+	db   *pebble.DB
+	lock *os.File
+	wo   *pebble.WriteOptions
+
+	mu     sync.Mutex
+	closed bool
+	tasks  map[TaskID]*Task
+}
+
+// TaskID names a task: a processor and one of its input partitions.
+type TaskID struct {
+	Processor string
+	Partition int32
+}
+
+// String returns "<processor>_<partition>", the name of the task's directory.
+func (id TaskID) String() string { return fmt.Sprintf("%s_%d", id.Processor, id.Partition) }
+
+// Open opens (creating when missing) the state of an instance in s.Dir.
+func Open(s Settings) (*Manager, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(s.Dir, "tasks"), 0o755); err != nil {
+		return nil, fmt.Errorf("store: create state directory: %w", err)
+	}
+	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync}
+	if s.SyncCommits {
+		m.wo = pebble.Sync
+	}
+	if !s.SkipLock {
+		f, err := lockDir(filepath.Join(s.Dir, "LOCK"))
+		if err != nil {
+			return nil, err
+		}
+		m.lock = f
+	}
+	cache := pebble.NewCache(s.MemoryBytes / 2)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                uint64(s.MemoryBytes / 8),
+		MemTableStopWritesThreshold: 4,
+		Logger:                      pebbleLogger{m.log.Named("pebble")},
+	}
+	db, err := pebble.Open(filepath.Join(s.Dir, "pebble"), opts)
+	if err != nil {
+		m.unlock()
+		return nil, fmt.Errorf("store: open pebble in %s: %w", s.Dir, err)
+	}
+	m.db = db
+	m.log.Debug("opened", "dir", s.Dir, "memory_bytes", s.MemoryBytes)
+	return m, nil
+}
+
+// Settings returns the settings in force, defaults filled in.
+func (m *Manager) Settings() Settings { return m.set }
+
+// OpenTask opens the task (processor, partition), creating its directory
+// <Dir>/tasks/<processor>_<partition>. A task can be open once at a time.
+func (m *Manager) OpenTask(processor string, partition int32) (*Task, error) {
+	id := TaskID{processor, partition}
+	if processor == "" {
+		return nil, errors.New("store: empty processor name")
+	}
+	if partition < 0 {
+		return nil, fmt.Errorf("store: task %s: negative partition", id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.tasks[id]; ok {
+		return nil, fmt.Errorf("store: task %s is already open", id)
+	}
+	dir := filepath.Join(m.set.Dir, "tasks", id.String())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: task %s: create directory: %w", id, err)
+	}
+	t := newTask(m, id, dir)
+	m.tasks[id] = t
+	return t, nil
+}
+
+// Stats describes the memory of the instance's Pebble database.
+type Stats struct {
+	// MemTableBytes is the memory allocated by memtables and large batches.
+	MemTableBytes int64
+	// BlockCacheBytes is the memory in use by the block cache.
+	BlockCacheBytes int64
+	// Tasks is the number of open tasks.
+	Tasks int
+}
+
+// Stats returns the current memory figures of the instance.
+func (m *Manager) Stats() Stats {
+	mt := m.db.Metrics()
+	m.mu.Lock()
+	n := len(m.tasks)
+	m.mu.Unlock()
+	return Stats{MemTableBytes: int64(mt.MemTable.Size), BlockCacheBytes: mt.BlockCache.Size, Tasks: n}
+}
+
+// Close closes every open task (dropping their uncommitted writes), then the database, then releases the lock.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.closed = true
+	tasks := make([]*Task, 0, len(m.tasks))
+	for _, t := range m.tasks {
+		tasks = append(tasks, t)
+	}
+	m.mu.Unlock()
+	for _, t := range tasks {
+		t.close()
+	}
+	err := m.db.Close()
+	m.unlock()
+	if err != nil {
+		return fmt.Errorf("store: close pebble: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) unlock() {
+	if m.lock != nil {
+		unlockDir(m.lock)
+		m.lock = nil
+	}
+}
+
+func (m *Manager) forget(id TaskID) {
+	m.mu.Lock()
+	delete(m.tasks, id)
+	m.mu.Unlock()
+}
+
+// Key layout of the shared database. Every store partition gets a 4-byte id
+// from a registry; its data and checkpoint live under that id.
+const (
+	nsMeta       = 0x00 // registry: nsMeta 'i' uvarint(len(processor)) processor partition(4) store -> id(4); nsMeta 'n' -> next id(4)
+	nsData       = 0x01 // nsData id(4) user-key -> value
+	nsCheckpoint = 0x02 // nsCheckpoint id(4) -> offset(8) logID(16)
+)
+
+// partitionID returns the id of store name of task id, allocating it on first use.
+func (m *Manager) partitionID(id TaskID, name string) (uint32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	rk := []byte{nsMeta, 'i'}
+	rk = binary.AppendUvarint(rk, uint64(len(id.Processor)))
+	rk = append(rk, id.Processor...)
+	rk = binary.BigEndian.AppendUint32(rk, uint32(id.Partition))
+	rk = append(rk, name...)
+	v, c, err := m.db.Get(rk)
+	if err == nil {
+		defer c.Close()
+		if len(v) != 4 {
+			return 0, fmt.Errorf("store: task %s store %q: corrupt registry entry", id, name)
+		}
+		return binary.BigEndian.Uint32(v), nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("store: task %s store %q: read registry: %w", id, name, err)
+	}
+	nk := []byte{nsMeta, 'n'}
+	next := uint32(1)
+	if v, c, err := m.db.Get(nk); err == nil {
+		next = binary.BigEndian.Uint32(v)
+		c.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("store: read registry: %w", err)
+	}
+	if next == ^uint32(0) {
+		return 0, errors.New("store: store partition ids exhausted")
+	}
+	b := m.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(rk, binary.BigEndian.AppendUint32(nil, next), nil)
+	_ = b.Set(nk, binary.BigEndian.AppendUint32(nil, next+1), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("store: task %s store %q: write registry: %w", id, name, err)
+	}
+	return next, nil
+}
+
+func dataPrefix(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{nsData}, id)
+}
+
+func checkpointKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{nsCheckpoint}, id)
+}
+
+// pebbleLogger sends Pebble's logs to hclog.
+type pebbleLogger struct{ l hclog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debug(fmt.Sprintf(format, args...)) }
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic("store: pebble fatal: " + msg)
+}

@@ -1,0 +1,193 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Partition is the restore-facing handle of one store partition of a task:
+// its checkpoint, batch application of changelog records, and wipe.
+//
+// Restore operations write the committed state directly; they fail with
+// ErrPendingWrites while the task has uncommitted writes.
+type Partition struct {
+	t       *Task
+	name    string
+	backend Backend
+	logged  bool
+
+	id     uint32 // pebble only
+	prefix []byte // pebble only: first key of the partition's data
+	upper  []byte // pebble only: first key after the partition's data
+	mem    *memData
+
+	base    Store
+	top     Store
+	scratch []byte
+
+	ckpt    int64
+	hasCkpt bool
+	logID   [16]byte
+}
+
+// Checkpoint is the position of a store partition in its changelog.
+type Checkpoint struct {
+	// Offset is the offset of the last changelog record applied to the store.
+	Offset int64
+	// LogID identifies the changelog the offset refers to (the Kafka topic ID), all zeros when unknown.
+	LogID [16]byte
+}
+
+// Write is one changelog record to apply during a restore: a put, or a delete when Delete is true.
+type Write struct {
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// Name returns the store's name.
+func (p *Partition) Name() string { return p.name }
+
+// Task returns the task the partition belongs to.
+func (p *Partition) Task() *Task { return p.t }
+
+// Backend returns the partition's backend.
+func (p *Partition) Backend() Backend { return p.backend }
+
+// Persistent reports whether the partition keeps its data across restarts (the Pebble backend).
+func (p *Partition) Persistent() bool { return p.backend == Pebble }
+
+// Logged reports whether the partition was opened with a changelog.
+func (p *Partition) Logged() bool { return p.logged }
+
+// Checkpoint returns the partition's committed checkpoint and whether it has one.
+// A memory partition has one only for what was applied since the task opened.
+func (p *Partition) Checkpoint() (Checkpoint, bool, error) {
+	if err := p.t.check(); err != nil {
+		return Checkpoint{}, false, err
+	}
+	return Checkpoint{p.ckpt, p.logID}, p.hasCkpt, nil
+}
+
+// SetLogID sets the identity of the changelog that the next checkpoints refer to; restore sets it.
+func (p *Partition) SetLogID(id [16]byte) { p.logID = id }
+
+// ApplyRestore applies changelog records to the committed state together with
+// the checkpoint cp, in one atomic batch.
+func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
+	if err := p.t.check(); err != nil {
+		return err
+	}
+	if p.t.hasPending() {
+		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, ErrPendingWrites)
+	}
+	if p.backend == Memory {
+		for _, w := range ws {
+			if w.Delete {
+				p.mem.data.Delete(w.Key)
+			} else {
+				p.mem.data.ReplaceOrInsert(clone(w.Key), clone(w.Value))
+			}
+		}
+	} else {
+		b := p.t.m.db.NewBatchWithSize(batchSize(ws))
+		defer b.Close()
+		for _, w := range ws {
+			k := p.key(w.Key)
+			var err error
+			if w.Delete {
+				err = b.Delete(k, nil)
+			} else {
+				err = b.Set(k, w.Value, nil)
+			}
+			if err != nil {
+				return fmt.Errorf("store: task %s store %q: restore batch: %w", p.t.id, p.name, err)
+			}
+		}
+		_ = b.Set(checkpointKey(p.id), encodeCheckpoint(cp), nil)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("store: task %s store %q: restore batch at offset %d: %w", p.t.id, p.name, cp.Offset, err)
+		}
+	}
+	p.ckpt, p.hasCkpt, p.logID = cp.Offset, true, cp.LogID
+	return nil
+}
+
+// Wipe deletes the partition's data and checkpoint (durably, for Pebble).
+func (p *Partition) Wipe() error {
+	if err := p.t.check(); err != nil {
+		return err
+	}
+	if p.t.hasPending() {
+		return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, ErrPendingWrites)
+	}
+	if p.backend == Memory {
+		p.mem = newMemData()
+	} else {
+		b := p.t.m.db.NewBatch()
+		defer b.Close()
+		_ = b.DeleteRange(p.prefix, p.upper, nil)
+		_ = b.Delete(checkpointKey(p.id), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, err)
+		}
+	}
+	p.ckpt, p.hasCkpt, p.logID = 0, false, [16]byte{}
+	return nil
+}
+
+func (p *Partition) loadCheckpoint() error {
+	v, c, err := p.t.m.db.Get(checkpointKey(p.id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: read checkpoint: %w", p.t.id, p.name, err)
+	}
+	defer c.Close()
+	cp, err := decodeCheckpoint(v)
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
+	}
+	p.ckpt, p.hasCkpt, p.logID = cp.Offset, true, cp.LogID
+	return nil
+}
+
+// key returns the database key of user key k, in a buffer reused by the next call.
+func (p *Partition) key(k []byte) []byte {
+	p.scratch = append(append(p.scratch[:0], p.prefix...), k...)
+	return p.scratch
+}
+
+func encodeCheckpoint(cp Checkpoint) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 24), uint64(cp.Offset))
+	return append(b, cp.LogID[:]...)
+}
+
+func decodeCheckpoint(v []byte) (Checkpoint, error) {
+	if len(v) != 24 {
+		return Checkpoint{}, fmt.Errorf("store: corrupt checkpoint record of %d bytes", len(v))
+	}
+	var cp Checkpoint
+	cp.Offset = int64(binary.BigEndian.Uint64(v))
+	copy(cp.LogID[:], v[8:])
+	return cp, nil
+}
+
+func batchSize(ws []Write) int {
+	n := 64
+	for _, w := range ws {
+		n += len(w.Key) + len(w.Value) + 16
+	}
+	return n
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// pebbleStore is the base layer of a Pebble store partition: reads and writes
+// go through the task's indexed batch, so reads see uncommitted writes.
+type pebbleStore struct{ p *Partition }
+
+var _ Store = (*pebbleStore)(nil)
+
+func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
+	t := s.p.t
+	if err := t.check(); err != nil {
+		return nil, false, err
+	}
+	v, c, err := t.batch.Get(s.p.key(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: task %s store %q: get: %w", t.id, s.p.name, err)
+	}
+	out := clone(v)
+	_ = c.Close()
+	return out, true, nil
+}
+
+func (s *pebbleStore) Put(key, value []byte) error {
+	t := s.p.t
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
+		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
+	}
+	return nil
+}
+
+func (s *pebbleStore) Delete(key []byte) error {
+	t := s.p.t
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.batch.Delete(s.p.key(key), nil); err != nil {
+		return fmt.Errorf("store: task %s store %q: delete: %w", t.id, s.p.name, err)
+	}
+	return nil
+}
+
+func (s *pebbleStore) Range(start, end []byte) (Iterator, error) {
+	lo := append(append([]byte(nil), s.p.prefix...), start...)
+	hi := s.p.upper
+	if end != nil {
+		hi = append(append([]byte(nil), s.p.prefix...), end...)
+	}
+	return s.iter(lo, hi)
+}
+
+func (s *pebbleStore) Prefix(prefix []byte) (Iterator, error) {
+	lo := append(append([]byte(nil), s.p.prefix...), prefix...)
+	hi := s.p.upper
+	if succ := prefixSuccessor(prefix); succ != nil {
+		hi = append(append([]byte(nil), s.p.prefix...), succ...)
+	}
+	return s.iter(lo, hi)
+}
+
+func (s *pebbleStore) iter(lo, hi []byte) (Iterator, error) {
+	t := s.p.t
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	it := &pebbleIter{t: t, plen: len(s.p.prefix)}
+	if compare(lo, hi) >= 0 {
+		it.done = true
+		return it, nil
+	}
+	pi, err := t.batch.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("store: task %s store %q: iterator: %w", t.id, s.p.name, err)
+	}
+	it.it = pi
+	t.addIter(it)
+	return it, nil
+}
+
+// pebbleIter walks a Pebble iterator over one partition's key range, stripping the partition prefix.
+type pebbleIter struct {
+	t       *Task
+	it      *pebble.Iterator
+	plen    int
+	started bool
+	done    bool
+	err     error
+}
+
+func (i *pebbleIter) Next() bool {
+	if i.done || i.err != nil || i.it == nil {
+		return false
+	}
+	var ok bool
+	if !i.started {
+		i.started = true
+		ok = i.it.First()
+	} else {
+		ok = i.it.Next()
+	}
+	if !ok {
+		if err := i.it.Error(); err != nil {
+			i.err = fmt.Errorf("store: iterate: %w", err)
+		}
+		i.done = true
+		return false
+	}
+	return true
+}
+
+func (i *pebbleIter) Key() []byte {
+	if i.done || i.it == nil || !i.started {
+		return nil
+	}
+	return i.it.Key()[i.plen:]
+}
+
+func (i *pebbleIter) Value() []byte {
+	if i.done || i.it == nil || !i.started {
+		return nil
+	}
+	v, err := i.it.ValueAndErr()
+	if err != nil {
+		i.err = fmt.Errorf("store: read value: %w", err)
+		return nil
+	}
+	return v
+}
+
+func (i *pebbleIter) Err() error { return i.err }
+
+func (i *pebbleIter) Close() error {
+	if i.it == nil {
+		i.done = true
+		return nil
+	}
+	err := i.it.Close()
+	i.it = nil
+	i.done = true
+	i.t.removeIter(i)
+	if err != nil {
+		return fmt.Errorf("store: close iterator: %w", err)
+	}
+	return nil
+}
+
+func (i *pebbleIter) invalidate(err error) {
+	if i.it != nil {
+		_ = i.it.Close()
+		i.it = nil
+	}
+	if !i.done && i.err == nil {
+		i.err = err
+	}
+	i.done = true
+}
+
+// prefixSuccessor returns the smallest key greater than every key with the given prefix, or nil if there is none.
+func prefixSuccessor(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			out := append([]byte(nil), prefix[:i+1]...)
+			out[i]++
+			return out
+		}
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Task holds the store partitions of one task and buffers their writes between commits.
+//
+// Writes to the task's Pebble stores go to one indexed Pebble batch (reads see
+// them); writes to its memory stores go to per-store overlays. Apply makes
+// them durable, together with the stores' checkpoints, in one atomic Pebble
+// batch. A Task is used by one goroutine at a time.
+//
+// The commit order of statehost (changelog acks, then Apply, then input
+// offsets) is enforced by changelog.Task.Commit; call Apply directly only in
+// code that does not log its stores.
+type Task struct {
+	m   *Manager
+	id  TaskID
+	dir string
+	log hclog.Logger
+
+	batch  *pebble.Batch
+	parts  map[string]*Partition
+	order  []*Partition
+	caches []*coalescing
+	iters  map[invalidator]struct{}
+
+	closed  bool
+	failErr error
+}
+
+// invalidator is an open iterator that a commit or close must stop.
+type invalidator interface{ invalidate(err error) }
+
+func newTask(m *Manager, id TaskID, dir string) *Task {
+	return &Task{
+		m:     m,
+		id:    id,
+		dir:   dir,
+		log:   m.log.With("processor", id.Processor, "partition", id.Partition),
+		batch: m.db.NewIndexedBatch(),
+		parts: make(map[string]*Partition),
+		iters: make(map[invalidator]struct{}),
+	}
+}
+
+// ID returns the task's processor and partition.
+func (t *Task) ID() TaskID { return t.id }
+
+// Dir returns the task's directory, <Dir>/tasks/<processor>_<partition>.
+func (t *Task) Dir() string { return t.dir }
+
+// check returns the error every operation of a closed or failed task returns.
+func (t *Task) check() error {
+	switch {
+	case t.closed:
+		return ErrClosed
+	case t.failErr != nil:
+		return fmt.Errorf("%w: %w", ErrTaskFailed, t.failErr)
+	}
+	return nil
+}
+
+// Open opens the store called name with its options and returns it as a
+// layered Store: metered (when o.Metrics is set) -> coalescing (when
+// o.Coalesce) -> logging (when o.Changelog is set) -> pebble | memory.
+// A store can be opened once per task.
+func (t *Task) Open(name string, o Options) (Store, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, fmt.Errorf("store: task %s: empty store name", t.id)
+	}
+	if _, ok := t.parts[name]; ok {
+		return nil, fmt.Errorf("store: task %s: store %q is already open", t.id, name)
+	}
+	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil}
+	switch o.Backend {
+	case Pebble:
+		id, err := t.m.partitionID(t.id, name)
+		if err != nil {
+			return nil, err
+		}
+		p.id = id
+		p.prefix = dataPrefix(id)
+		p.upper = dataPrefix(id + 1)
+		if err := p.loadCheckpoint(); err != nil {
+			return nil, err
+		}
+		p.base = &pebbleStore{p: p}
+	case Memory:
+		p.mem = newMemData()
+		p.base = &memStore{p: p}
+	default:
+		return nil, fmt.Errorf("store: task %s store %q: unknown backend %v", t.id, name, o.Backend)
+	}
+	p.top = t.build(p, o)
+	t.parts[name] = p
+	t.order = append(t.order, p)
+	return p.top, nil
+}
+
+// build stacks the layers of a store partition over its base.
+func (t *Task) build(p *Partition, o Options) Store {
+	var s Store = p.base
+	if o.Changelog != nil {
+		s = &logging{inner: s, log: o.Changelog}
+	}
+	if o.Coalesce {
+		c := newCoalescing(t, p.name, s)
+		t.caches = append(t.caches, c)
+		s = c
+	}
+	if o.Metrics != nil {
+		s = &metered{inner: s, name: p.name, m: o.Metrics}
+	}
+	return s
+}
+
+// Store returns the layered Store opened under name, or nil.
+func (t *Task) Store(name string) Store {
+	if p := t.parts[name]; p != nil {
+		return p.top
+	}
+	return nil
+}
+
+// Partition returns the restore-facing handle of the store opened under name, or nil.
+func (t *Task) Partition(name string) *Partition { return t.parts[name] }
+
+// Partitions returns the task's store partitions in the order they were opened.
+func (t *Task) Partitions() []*Partition { return append([]*Partition(nil), t.order...) }
+
+// Flush passes the writes held by coalescing layers down to the layers below
+// them (and so to the changelog). changelog.Task.Commit calls it before it
+// waits for the changelog acks.
+func (t *Task) Flush() error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	for _, c := range t.caches {
+		if err := c.flush(); err != nil {
+			return fmt.Errorf("store: task %s: flush store %q: %w", t.id, c.name(), err)
+		}
+	}
+	return nil
+}
+
+// UncommittedBytes returns the size of the task's uncommitted writes: the Pebble batch, the memory-store overlays and the coalescing caches.
+func (t *Task) UncommittedBytes() int64 {
+	if t.closed {
+		return 0
+	}
+	n := int64(0)
+	if !t.batch.Empty() {
+		n += int64(t.batch.Len())
+	}
+	for _, p := range t.order {
+		if p.mem != nil {
+			n += p.mem.pendingBytes
+		}
+	}
+	for _, c := range t.caches {
+		n += c.bytes
+	}
+	return n
+}
+
+// NeedsCommit reports whether the uncommitted writes exceed Settings.MaxUncommittedBytes: the task asks for an early commit.
+func (t *Task) NeedsCommit() bool { return t.UncommittedBytes() > t.m.set.MaxUncommittedBytes }
+
+// Apply makes the task's uncommitted writes durable together with the
+// checkpoints given (store name -> offset of the last changelog record
+// acknowledged for that store), in one atomic Pebble batch; then the memory
+// stores take their writes. Open iterators are invalidated.
+//
+// Writes held by coalescing layers must have been flushed (Flush) first,
+// else Apply fails. If Apply fails nothing is applied and the task is
+// failed: it must be closed and reopened.
+func (t *Task) Apply(checkpoints map[string]int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	for _, c := range t.caches {
+		if c.dirty.Len() > 0 {
+			return fmt.Errorf("store: task %s: store %q has unflushed coalesced writes", t.id, c.name())
+		}
+	}
+	names := make([]string, 0, len(checkpoints))
+	for name := range checkpoints {
+		if t.parts[name] == nil {
+			return fmt.Errorf("store: task %s: checkpoint for unknown store %q", t.id, name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	t.invalidateIters(ErrIteratorInvalidated)
+	for _, name := range names {
+		p := t.parts[name]
+		if p.backend == Pebble {
+			_ = t.batch.Set(checkpointKey(p.id), encodeCheckpoint(Checkpoint{checkpoints[name], p.logID}), nil)
+		}
+	}
+	if !t.batch.Empty() {
+		if err := t.batch.Commit(t.m.wo); err != nil {
+			err = fmt.Errorf("store: task %s: apply batch: %w", t.id, err)
+			t.Fail(err)
+			return err
+		}
+		_ = t.batch.Close()
+		t.batch = t.m.db.NewIndexedBatch()
+	}
+	for _, p := range t.order {
+		if p.mem != nil {
+			p.mem.commit()
+		}
+	}
+	for _, name := range names {
+		p := t.parts[name]
+		p.ckpt, p.hasCkpt = checkpoints[name], true
+	}
+	return nil
+}
+
+// Fail marks the task failed with err: its uncommitted writes will never be
+// applied and every store operation returns ErrTaskFailed. The task must be
+// closed and reopened; its committed state and checkpoints are intact.
+func (t *Task) Fail(err error) {
+	if t.failErr == nil && !t.closed {
+		if err == nil {
+			err = errors.New("unknown error")
+		}
+		t.failErr = err
+		t.invalidateIters(ErrTaskFailed)
+	}
+}
+
+// Err returns the error that failed the task, or nil.
+func (t *Task) Err() error { return t.failErr }
+
+// Close drops the task's uncommitted writes and closes its stores; memory stores lose their data.
+func (t *Task) Close() error {
+	if t.closed {
+		return ErrClosed
+	}
+	t.close()
+	return nil
+}
+
+func (t *Task) close() {
+	if t.closed {
+		return
+	}
+	t.invalidateIters(ErrClosed)
+	t.closed = true
+	_ = t.batch.Close()
+	for _, p := range t.order {
+		p.mem = nil
+	}
+	t.m.forget(t.id)
+}
+
+func (t *Task) addIter(it invalidator)    { t.iters[it] = struct{}{} }
+func (t *Task) removeIter(it invalidator) { delete(t.iters, it) }
+
+func (t *Task) invalidateIters(err error) {
+	for it := range t.iters {
+		it.invalidate(err)
+	}
+	clear(t.iters)
+}
+
+// hasPending reports whether the task has uncommitted writes.
+func (t *Task) hasPending() bool { return t.UncommittedBytes() > 0 }
