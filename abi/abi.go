@@ -1,0 +1,153 @@
+package abi
+
+// Version is the ABI version this package describes and the statehost host implements.
+const Version = 1
+
+// Module names.
+const (
+	// ModuleName is the module every statehost host function is imported from.
+	ModuleName = "statehost"
+	// WASIModuleName is the only other module a guest may import from.
+	WASIModuleName = "wasi_snapshot_preview1"
+)
+
+// Exports of a guest.
+const (
+	// VersionExportPrefix starts the name of the version marker export; the decimal version follows.
+	VersionExportPrefix = "statehost_abi_version_"
+	// VersionExport is the marker a version 1 guest exports: a function () -> () that is never called.
+	VersionExport = "statehost_abi_version_1"
+	// ExportProcessBatch is the required batch entry point: (count i32) -> i32, 0 on success.
+	ExportProcessBatch = "statehost_process_batch"
+	// ExportInit is the optional one-time setup: () -> i32, 0 on success.
+	ExportInit = "statehost_init"
+	// ExportInitialize is the optional reactor constructor: () -> (), called before ExportInit.
+	ExportInitialize = "_initialize"
+	// ExportMemory is the required exported linear memory.
+	ExportMemory = "memory"
+)
+
+// Functions imported from ModuleName. Every parameter and result is i32; the parameter lists
+// are in Signatures.
+const (
+	FuncStoreOpen     = "store_open"
+	FuncOutputOpen    = "output_open"
+	FuncStateGet      = "state_get"
+	FuncStatePut      = "state_put"
+	FuncStateDelete   = "state_delete"
+	FuncStateRange    = "state_range"
+	FuncStatePrefix   = "state_prefix"
+	FuncIterNext      = "iter_next"
+	FuncIterClose     = "iter_close"
+	FuncRecordNext    = "record_next"
+	FuncRecordHeaders = "record_headers"
+	FuncEmit          = "emit"
+	FuncLog           = "log"
+	FuncSetError      = "set_error"
+	FuncBufferNeeded  = "buffer_needed"
+)
+
+// Signatures lists the parameter names of each imported function; every parameter is an i32
+// and every function returns one i32.
+var Signatures = map[string][]string{
+	FuncStoreOpen:     {"name_ptr", "name_len"},
+	FuncOutputOpen:    {"name_ptr", "name_len"},
+	FuncStateGet:      {"store", "key_ptr", "key_len", "buf_ptr", "buf_cap"},
+	FuncStatePut:      {"store", "key_ptr", "key_len", "val_ptr", "val_len"},
+	FuncStateDelete:   {"store", "key_ptr", "key_len"},
+	FuncStateRange:    {"store", "start_ptr", "start_len", "end_ptr", "end_len"},
+	FuncStatePrefix:   {"store", "prefix_ptr", "prefix_len"},
+	FuncIterNext:      {"iterator", "buf_ptr", "buf_cap"},
+	FuncIterClose:     {"iterator"},
+	FuncRecordNext:    {"buf_ptr", "buf_cap"},
+	FuncRecordHeaders: {"buf_ptr", "buf_cap"},
+	FuncEmit:          {"output", "key_ptr", "key_len", "val_ptr", "val_len", "hdr_ptr", "hdr_len"},
+	FuncLog:           {"level", "msg_ptr", "msg_len"},
+	FuncSetError:      {"msg_ptr", "msg_len"},
+	FuncBufferNeeded:  {},
+}
+
+// Status codes returned by host functions (and CodeProcessorFailed by guests). Zero or a
+// positive value is success.
+const (
+	// CodeOK is success without a count.
+	CodeOK int32 = 0
+	// CodeNotFound: state_get found no value under the key.
+	CodeNotFound int32 = -1
+	// CodeBufferTooSmall: the output buffer is too small; nothing changed. buffer_needed()
+	// returns the capacity needed.
+	CodeBufferTooSmall int32 = -2
+	// CodeOutOfBounds: a pointer and length lie (partly) outside the guest's memory.
+	CodeOutOfBounds int32 = -3
+	// CodeBadArgument: a negative length where none is allowed, a null where null is not
+	// allowed, an unknown log level, a name of bad length or malformed entries.
+	CodeBadArgument int32 = -4
+	// CodeUnknownStore: store_open named a store the processor does not have.
+	CodeUnknownStore int32 = -5
+	// CodeUnknownOutput: output_open named a topic that is not a declared output.
+	CodeUnknownOutput int32 = -6
+	// CodeBadHandle: a store handle, iterator handle or output index that is not open or declared.
+	CodeBadHandle int32 = -7
+	// CodeNoRecord: a record-scoped call (record_next, record_headers, emit) made with no
+	// current record: outside statehost_process_batch or after record_next returned 0.
+	CodeNoRecord int32 = -8
+	// CodeStoreFailed: the host's store failed; the batch will fail whatever the guest returns.
+	CodeStoreFailed int32 = -9
+	// CodeEmitFailed: the host could not take the output record; the batch will fail.
+	CodeEmitFailed int32 = -10
+	// CodeLimit: a host limit was reached (open iterators).
+	CodeLimit int32 = -11
+	// CodeProcessorFailed is returned by a guest from statehost_process_batch or statehost_init
+	// when its own logic failed; set_error says why.
+	CodeProcessorFailed int32 = -12
+)
+
+var codeNames = map[int32]string{
+	CodeOK:              "ok",
+	CodeNotFound:        "not found",
+	CodeBufferTooSmall:  "buffer too small",
+	CodeOutOfBounds:     "out of bounds",
+	CodeBadArgument:     "bad argument",
+	CodeUnknownStore:    "unknown store",
+	CodeUnknownOutput:   "unknown output",
+	CodeBadHandle:       "bad handle",
+	CodeNoRecord:        "no current record",
+	CodeStoreFailed:     "store failed",
+	CodeEmitFailed:      "emit failed",
+	CodeLimit:           "limit reached",
+	CodeProcessorFailed: "processor failed",
+}
+
+// CodeText returns a short description of a status code, e.g. "buffer too small".
+func CodeText(code int32) string {
+	if s, ok := codeNames[code]; ok {
+		return s
+	}
+	if code > 0 {
+		return "ok"
+	}
+	return "unknown code"
+}
+
+// Log levels accepted by log(); the numbers match hclog's.
+const (
+	LevelTrace int32 = 1
+	LevelDebug int32 = 2
+	LevelInfo  int32 = 3
+	LevelWarn  int32 = 4
+	LevelError int32 = 5
+)
+
+// Limits.
+const (
+	// NullLen is the length that stands for null (a null key, value or header value).
+	NullLen int32 = -1
+	// MaxNameLen is the longest store or output name, in bytes.
+	MaxNameLen = 255
+	// MaxOpenIterators is the most iterators a guest may have open at once.
+	MaxOpenIterators = 16
+	// MaxLogLen is the longest log message kept; longer ones are truncated.
+	MaxLogLen = 64 << 10
+	// MaxErrorLen is the longest set_error message kept; longer ones are truncated.
+	MaxErrorLen = 4 << 10
+)

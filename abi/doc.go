@@ -1,0 +1,206 @@
+// Package abi defines version 1 of the binary interface between the statehost host and a
+// stream processor compiled to WebAssembly (a "guest").
+//
+// This comment, the constants of this package and the C header statehost.h beside it are the
+// complete specification: a guest can be written in any language that compiles to wasm32 from
+// them alone. The Go SDK (pluginsdk) is one such guest library; plugins/count_c is a C guest
+// written from this text. The package imports nothing but the standard library so that host,
+// SDK and tools can share it.
+//
+// # Overview
+//
+// A guest is a WebAssembly module (wasm32, one linear memory, a "reactor": no main). The host
+// owns all durable state: the guest reads and writes named key/value stores, reads the input
+// records of a batch and emits output records, all through functions it imports from the
+// module "statehost". The guest owns every buffer: it passes pointer and capacity, and the host
+// writes into it and returns the length written, or a negative code. The host never calls the
+// guest to allocate, and never keeps a pointer into guest memory after a call returns.
+//
+// # Module requirements (checked when the host loads the module)
+//
+// Exports:
+//
+//	memory                          the guest's linear memory (required)
+//	statehost_abi_version_1  () -> ()       ABI version marker (required; never called)
+//	statehost_process_batch  (i32) -> i32   processes one batch (required)
+//	statehost_init           () -> i32      one-time setup (optional)
+//	_initialize              () -> ()       reactor constructor (optional, e.g. Go, wasi-libc)
+//
+// The version is declared by exporting a function named "statehost_abi_version_" followed by
+// the decimal version (see VersionExport). The host refuses a module that exports no such
+// marker, exports more than one, or declares a version other than its own, and a module that
+// lacks a required export or whose export has a different signature. Every refusal names the
+// file and what is wrong.
+//
+// Imports: a guest may import functions only from the module "statehost" (the functions
+// below) and from "wasi_snapshot_preview1" (Go's wasip1 runtime and wasi-libc need it). Any
+// other import, an import of memory, and an import of a "statehost" function that does not
+// exist or has another signature are refused at load time. WASI is sandboxed: no preopened
+// directories, no environment, no arguments, no sockets; the clocks are fake and the random
+// source is deterministic. What the guest writes to stdout or stderr goes to the host's log
+// (stdout at debug, stderr at warn, one entry per line), and the start of what the failing
+// call wrote to stderr is attached to its error (this is where a Go panic message lands).
+//
+// # Values and pointers
+//
+// All parameters and results are i32. A pointer is an i32 read as an unsigned offset into the
+// guest's memory. A region (pointer, length) must lie entirely inside the memory when the
+// call is made, else the call returns CodeOutOfBounds and does nothing; a zero-length region
+// is valid at any offset up to the memory size (pointer 0, length 0 is always valid). An
+// output buffer (buf_ptr, buf_cap) must lie in memory for its full capacity even when less is
+// written. All multi-byte integers in memory are little-endian and unaligned.
+//
+// Null differs from empty, as in Kafka: a length of NullLen (-1) means null (no bytes, and
+// the pointer is ignored); a length of 0 means empty. Where null is not allowed a length of -1
+// or below returns CodeBadArgument.
+//
+// # Status codes
+//
+// Every function returns an i32: zero or a positive count on success, or one of the negative
+// codes CodeNotFound ... CodeProcessorFailed. When several things are wrong at once, which of
+// the applicable codes is returned is unspecified. A host call never traps on bad input.
+//
+// CodeBufferTooSmall is not a failure: nothing was consumed or changed (a cursor or iterator
+// did not move), and buffer_needed() returns the capacity that the call needs. Grow the buffer
+// to at least that and repeat the call with the same arguments.
+//
+// CodeStoreFailed and CodeEmitFailed report a failure of the host (a store or the producer):
+// the batch fails after the guest returns, whatever it returns, and the instance is discarded.
+//
+// # Imported functions (module "statehost")
+//
+// Handles and names:
+//
+//	store_open(name_ptr, name_len) -> handle
+//	    Resolves a store by name (1..MaxNameLen bytes) to a handle >= 0 valid for the life of
+//	    the instance; opening the same name again returns the same handle. Unknown name:
+//	    CodeUnknownStore. Call it once per store, e.g. in statehost_init.
+//	output_open(name_ptr, name_len) -> index
+//	    Resolves an output topic name to its index in the processor's declared output list.
+//	    The first declared output is always index 0 and needs no call. Unknown: CodeUnknownOutput.
+//
+// State:
+//
+//	state_get(store, key_ptr, key_len, buf_ptr, buf_cap) -> value_len
+//	    Copies the value stored under key into buf and returns its length (0 for an empty
+//	    value). CodeNotFound if the key is absent; CodeBufferTooSmall if value_len > buf_cap.
+//	state_put(store, key_ptr, key_len, val_ptr, val_len) -> 0
+//	    Stores value under key. val_len = NullLen deletes the key (as Kafka Streams' put(k,
+//	    null)). The host copies both before it returns.
+//	state_delete(store, key_ptr, key_len) -> 0
+//	    Deletes key; deleting an absent key is not an error.
+//	state_range(store, start_ptr, start_len, end_ptr, end_len) -> iterator
+//	    Opens an ascending iterator over the keys k with start <= k < end, in bytewise order;
+//	    a length of NullLen means unbounded on that side.
+//	state_prefix(store, prefix_ptr, prefix_len) -> iterator
+//	    Opens an ascending iterator over the keys that begin with prefix.
+//	iter_next(iterator, buf_ptr, buf_cap) -> bytes
+//	    Writes as many whole entries as fit into buf (at least one) and returns the number of
+//	    bytes written; 0 when the iterator is exhausted. An entry is laid out as described
+//	    under "Entry encoding" (value_len is never null here). CodeBufferTooSmall if not even
+//	    the next entry fits.
+//	iter_close(iterator) -> 0
+//	    Closes the iterator; its handle becomes invalid.
+//
+// Iterator handles are valid until iter_close or the end of the guest call that opened them
+// (statehost_process_batch or statehost_init): the host closes leftovers then. At most
+// MaxOpenIterators may be open at once (CodeLimit). Whether entries written to a store while
+// an iterator on it is open are seen by that iterator is not specified: do not rely on it.
+// Keys may be empty; keys are never null (CodeBadArgument).
+//
+// Records (valid only inside statehost_process_batch):
+//
+//	record_next(buf_ptr, buf_cap) -> bytes
+//	    Advances to the next record of the batch, makes it the current record, and writes it
+//	    into buf (see "Record encoding"); returns the number of bytes written (at least
+//	    RecordHeaderSize), or 0 at the end of the batch, after which there is no current
+//	    record. On CodeBufferTooSmall the cursor does not move.
+//	record_headers(buf_ptr, buf_cap) -> bytes
+//	    Writes the current record's headers as a sequence of entries (see "Entry encoding"),
+//	    in their original order, and returns the number of bytes written (0 if none).
+//	    CodeNoRecord if there is no current record.
+//
+// Output, logging and errors:
+//
+//	emit(output, key_ptr, key_len, val_ptr, val_len, hdr_ptr, hdr_len) -> 0
+//	    Sends a record to the declared output with that index (0 = the first). Key and value
+//	    may each be null (NullLen); a null value is a tombstone. hdr_ptr/hdr_len hold headers
+//	    as a sequence of entries (hdr_len 0: no headers; header keys are never null). The
+//	    record gets the current record's timestamp; the host partitions it by key. The host
+//	    copies everything before it returns. CodeNoRecord without a current record;
+//	    CodeBadHandle if output is not a declared index.
+//	log(level, msg_ptr, msg_len) -> 0
+//	    Writes msg to the host's log at level (LevelTrace..LevelError), tagged with the
+//	    processor, the partition and the current record's offset. Messages longer than
+//	    MaxLogLen are truncated.
+//	set_error(msg_ptr, msg_len) -> 0
+//	    Sets the message that describes the guest's failure; the host reports it if the
+//	    current guest call returns non-zero. Longer than MaxErrorLen is truncated. The message
+//	    is cleared at the start of each guest call.
+//	buffer_needed() -> bytes
+//	    The capacity needed by the most recent call that returned CodeBufferTooSmall.
+//
+// # Record encoding (record_next)
+//
+// A fixed header of RecordHeaderSize (40) bytes, then the variable parts back to back:
+//
+//	offset size  field
+//	0      i64   Kafka offset of the record
+//	8      i64   timestamp, milliseconds since the Unix epoch
+//	16     i32   partition
+//	20     i32   topic_len      (>= 0)
+//	24     i32   key_len        (NullLen = null key)
+//	28     i32   value_len      (NullLen = null value, a tombstone)
+//	32     i32   header_count   number of headers (fetch them with record_headers)
+//	36     i32   headers_size   bytes record_headers needs
+//	40     topic bytes, then key bytes, then value bytes (a null part takes no bytes)
+//
+// # Entry encoding (iter_next, record_headers, emit headers)
+//
+// An entry is a key and a value:
+//
+//	offset size  field
+//	0      i32   key_len   (>= 0)
+//	4      i32   value_len (NullLen = null)
+//	8      key bytes, then value bytes
+//
+// A sequence of entries is entries back to back with no padding and no count; its length is
+// the number of bytes.
+//
+// # Call sequence
+//
+// Instantiation of a guest for a task (one processor on one partition):
+//
+//  1. The host instantiates the module with a fresh memory; the memory is limited (statehost
+//     default: 64 MiB) and growing past the limit fails as memory.grow does.
+//  2. If the module exports _initialize, the host calls it (Go and wasi-libc reactors run
+//     their runtime and package initializers there).
+//  3. If the module exports statehost_init, the host calls it once. It may call store_open,
+//     output_open, the state functions, log and set_error; it returns 0, or a non-zero code
+//     that makes the host refuse the instance (for example when a store it needs is unknown).
+//
+// One batch:
+//
+//  1. The host calls statehost_process_batch(count), count >= 1 records.
+//  2. The guest calls record_next until it returns 0, and for each record may call the state
+//     functions, emit, record_headers, log and set_error. Exactly one record is current from
+//     one record_next to the next: the host attributes every call and any failure to it.
+//  3. The guest returns 0 on success. Returning before record_next returned 0 is a protocol
+//     error. Returning non-zero fails the batch; conventionally the code is negative, and
+//     CodeProcessorFailed says the guest's own logic failed (with set_error to say why).
+//
+// The whole call is bounded in time (statehost default: 10 s); a guest that runs longer is
+// stopped. A trap, an exit (proc_exit), running out of memory, a timeout or a non-zero result
+// fails the batch, and the host discards the instance: it never calls it again. The host may
+// later create a new instance and replay records from its last commit, so a guest must keep
+// everything that matters in stores, not in globals, and must not depend on seeing a record
+// only once.
+//
+// # Versioning
+//
+// Version is bumped on any change that an existing guest or host could misread: a changed
+// signature, layout, code meaning or call sequence. New imported functions and new codes may
+// be added within a version: a guest that imports a function this host lacks is refused at
+// load time with an error naming the import, and guests must treat an unknown negative code as
+// a failure. A host supports exactly one version.
+package abi

@@ -1,0 +1,149 @@
+package abi
+
+import "encoding/binary"
+
+// Byte offsets of the record header written by record_next; all fields are little-endian.
+const (
+	RecordOffsetAt      = 0  // i64 Kafka offset
+	RecordTimestampAt   = 8  // i64 milliseconds since the Unix epoch
+	RecordPartitionAt   = 16 // i32
+	RecordTopicLenAt    = 20 // i32, >= 0
+	RecordKeyLenAt      = 24 // i32, NullLen for a null key
+	RecordValueLenAt    = 28 // i32, NullLen for a null value
+	RecordHeaderCountAt = 32 // i32
+	RecordHeadersSizeAt = 36 // i32, bytes record_headers needs
+	// RecordHeaderSize is the size of the fixed header; topic, key and value follow it.
+	RecordHeaderSize = 40
+)
+
+// Byte offsets of an entry (iter_next, record_headers, emit headers); little-endian.
+const (
+	EntryKeyLenAt   = 0 // i32, >= 0
+	EntryValueLenAt = 4 // i32, NullLen for a null value
+	// EntryHeaderSize is the size of an entry's fixed part; key and value bytes follow it.
+	EntryHeaderSize = 8
+)
+
+// RecordHeader is the decoded fixed part of a record as record_next writes it.
+type RecordHeader struct {
+	Offset      int64
+	Timestamp   int64 // milliseconds since the Unix epoch
+	Partition   int32
+	TopicLen    int32
+	KeyLen      int32 // NullLen for null
+	ValueLen    int32 // NullLen for null
+	HeaderCount int32
+	HeadersSize int32
+}
+
+// Size returns the number of bytes of the whole encoded record.
+func (h RecordHeader) Size() int {
+	return RecordHeaderSize + int(h.TopicLen) + lenOrZero(h.KeyLen) + lenOrZero(h.ValueLen)
+}
+
+// PutRecordHeader writes h into b[:RecordHeaderSize]; b must be at least that long.
+func PutRecordHeader(b []byte, h RecordHeader) {
+	_ = b[RecordHeaderSize-1]
+	le := binary.LittleEndian
+	le.PutUint64(b[RecordOffsetAt:], uint64(h.Offset))
+	le.PutUint64(b[RecordTimestampAt:], uint64(h.Timestamp))
+	le.PutUint32(b[RecordPartitionAt:], uint32(h.Partition))
+	le.PutUint32(b[RecordTopicLenAt:], uint32(h.TopicLen))
+	le.PutUint32(b[RecordKeyLenAt:], uint32(h.KeyLen))
+	le.PutUint32(b[RecordValueLenAt:], uint32(h.ValueLen))
+	le.PutUint32(b[RecordHeaderCountAt:], uint32(h.HeaderCount))
+	le.PutUint32(b[RecordHeadersSizeAt:], uint32(h.HeadersSize))
+}
+
+// ReadRecord decodes a record written by record_next. Topic, key and value are views of b;
+// key and value are nil when null and non-nil when empty. ok is false if b is malformed.
+func ReadRecord(b []byte) (h RecordHeader, topic, key, value []byte, ok bool) {
+	if len(b) < RecordHeaderSize {
+		return h, nil, nil, nil, false
+	}
+	le := binary.LittleEndian
+	h = RecordHeader{
+		Offset:      int64(le.Uint64(b[RecordOffsetAt:])),
+		Timestamp:   int64(le.Uint64(b[RecordTimestampAt:])),
+		Partition:   int32(le.Uint32(b[RecordPartitionAt:])),
+		TopicLen:    int32(le.Uint32(b[RecordTopicLenAt:])),
+		KeyLen:      int32(le.Uint32(b[RecordKeyLenAt:])),
+		ValueLen:    int32(le.Uint32(b[RecordValueLenAt:])),
+		HeaderCount: int32(le.Uint32(b[RecordHeaderCountAt:])),
+		HeadersSize: int32(le.Uint32(b[RecordHeadersSizeAt:])),
+	}
+	if h.TopicLen < 0 || h.KeyLen < NullLen || h.ValueLen < NullLen || h.Size() > len(b) {
+		return h, nil, nil, nil, false
+	}
+	rest := b[RecordHeaderSize:]
+	topic, rest = rest[:h.TopicLen], rest[h.TopicLen:]
+	key, rest = part(rest, h.KeyLen)
+	value, _ = part(rest, h.ValueLen)
+	return h, topic, key, value, true
+}
+
+// EntrySize returns the encoded size of an entry with the given key and value lengths
+// (either may be NullLen).
+func EntrySize(keyLen, valueLen int) int {
+	return EntryHeaderSize + max(keyLen, 0) + max(valueLen, 0)
+}
+
+// PutEntry writes an entry into b and returns the number of bytes written; b must have room
+// for EntrySize. A nil value is encoded as null, a nil key as empty (keys are never null).
+func PutEntry(b []byte, key, value []byte) int {
+	le := binary.LittleEndian
+	le.PutUint32(b[EntryKeyLenAt:], uint32(len(key)))
+	n := EntryHeaderSize + copy(b[EntryHeaderSize:], key)
+	if value == nil {
+		le.PutUint32(b[EntryValueLenAt:], nullU32)
+		return n
+	}
+	le.PutUint32(b[EntryValueLenAt:], uint32(len(value)))
+	return n + copy(b[n:], value)
+}
+
+// AppendEntry appends an entry to dst, encoding a nil value as null.
+func AppendEntry(dst []byte, key, value []byte) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, EntrySize(len(key), lenOrNull(value)))...)
+	PutEntry(dst[n:], key, value)
+	return dst
+}
+
+// NextEntry decodes the first entry of a sequence. Key and value are views of b; the value
+// is nil when null and non-nil when empty. rest is the remainder of the sequence. ok is false
+// if b does not begin with a well-formed entry (b empty included).
+func NextEntry(b []byte) (key, value, rest []byte, ok bool) {
+	if len(b) < EntryHeaderSize {
+		return nil, nil, b, false
+	}
+	le := binary.LittleEndian
+	kl, vl := int32(le.Uint32(b[EntryKeyLenAt:])), int32(le.Uint32(b[EntryValueLenAt:]))
+	if kl < 0 || vl < NullLen || int64(EntryHeaderSize)+int64(kl)+int64(max(vl, 0)) > int64(len(b)) {
+		return nil, nil, b, false
+	}
+	rest = b[EntryHeaderSize:]
+	key, rest = rest[:kl:kl], rest[kl:]
+	value, rest = part(rest, vl)
+	return key, value, rest, true
+}
+
+// nullU32 is NullLen as the unsigned bits written to memory.
+const nullU32 uint32 = 1<<32 - 1
+
+// part splits n bytes off b; n == NullLen yields a nil part.
+func part(b []byte, n int32) (p, rest []byte) {
+	if n == NullLen {
+		return nil, b
+	}
+	return b[:n:n], b[n:]
+}
+
+func lenOrZero(n int32) int { return int(max(n, 0)) }
+
+func lenOrNull(b []byte) int {
+	if b == nil {
+		return int(NullLen)
+	}
+	return len(b)
+}

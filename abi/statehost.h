@@ -1,0 +1,96 @@
+/*
+ * statehost.h: ABI version 1 between the statehost host and a wasm32 guest, for C.
+ *
+ * The specification is the package documentation of github.com/statehost/statehost/abi
+ * (abi/doc.go); this header restates its names, codes and layouts for C and must agree with
+ * abi/abi.go and abi/layout.go (a Go test checks the numbers). Build a guest with clang and
+ * wasi-libc, for example:
+ *
+ *   clang --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi \
+ *     -L/usr/lib/wasm32-wasi -O2 -mexec-model=reactor -nodefaultlibs -lc \
+ *     -I abi -o guest.wasm guest.c
+ */
+#ifndef STATEHOST_H
+#define STATEHOST_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define STATEHOST_ABI_VERSION 1
+
+/* Status codes: >= 0 success, < 0 as below. */
+#define SH_OK 0
+#define SH_NOT_FOUND (-1)
+#define SH_BUFFER_TOO_SMALL (-2)
+#define SH_OUT_OF_BOUNDS (-3)
+#define SH_BAD_ARGUMENT (-4)
+#define SH_UNKNOWN_STORE (-5)
+#define SH_UNKNOWN_OUTPUT (-6)
+#define SH_BAD_HANDLE (-7)
+#define SH_NO_RECORD (-8)
+#define SH_STORE_FAILED (-9)
+#define SH_EMIT_FAILED (-10)
+#define SH_LIMIT (-11)
+#define SH_PROCESSOR_FAILED (-12)
+
+/* A length of SH_NULL_LEN is null (key, value or header value), 0 is empty. */
+#define SH_NULL_LEN (-1)
+
+/* Log levels. */
+#define SH_LEVEL_TRACE 1
+#define SH_LEVEL_DEBUG 2
+#define SH_LEVEL_INFO 3
+#define SH_LEVEL_WARN 4
+#define SH_LEVEL_ERROR 5
+
+/* Limits. */
+#define SH_MAX_NAME_LEN 255
+#define SH_MAX_OPEN_ITERATORS 16
+#define SH_MAX_LOG_LEN 65536
+#define SH_MAX_ERROR_LEN 4096
+
+/* Record header written by record_next (little-endian, unaligned). */
+#define SH_RECORD_OFFSET_AT 0        /* int64 Kafka offset */
+#define SH_RECORD_TIMESTAMP_AT 8     /* int64 ms since the Unix epoch */
+#define SH_RECORD_PARTITION_AT 16    /* int32 */
+#define SH_RECORD_TOPIC_LEN_AT 20    /* int32 >= 0 */
+#define SH_RECORD_KEY_LEN_AT 24      /* int32, SH_NULL_LEN = null */
+#define SH_RECORD_VALUE_LEN_AT 28    /* int32, SH_NULL_LEN = null (tombstone) */
+#define SH_RECORD_HEADER_COUNT_AT 32 /* int32 */
+#define SH_RECORD_HEADERS_SIZE_AT 36 /* int32, bytes record_headers needs */
+#define SH_RECORD_HEADER_SIZE 40     /* then topic, key, value bytes */
+
+/* Entry (iter_next, record_headers, emit headers): key_len, value_len, key, value. */
+#define SH_ENTRY_KEY_LEN_AT 0
+#define SH_ENTRY_VALUE_LEN_AT 4
+#define SH_ENTRY_HEADER_SIZE 8
+
+#define SH_IMPORT(name) __attribute__((import_module("statehost"), import_name(name)))
+#define SH_EXPORT(name) __attribute__((export_name(name)))
+
+SH_IMPORT("store_open") int32_t sh_store_open(const void *name, int32_t name_len);
+SH_IMPORT("output_open") int32_t sh_output_open(const void *name, int32_t name_len);
+SH_IMPORT("state_get") int32_t sh_state_get(int32_t store, const void *key, int32_t key_len, void *buf, int32_t buf_cap);
+SH_IMPORT("state_put") int32_t sh_state_put(int32_t store, const void *key, int32_t key_len, const void *val, int32_t val_len);
+SH_IMPORT("state_delete") int32_t sh_state_delete(int32_t store, const void *key, int32_t key_len);
+SH_IMPORT("state_range") int32_t sh_state_range(int32_t store, const void *start, int32_t start_len, const void *end, int32_t end_len);
+SH_IMPORT("state_prefix") int32_t sh_state_prefix(int32_t store, const void *prefix, int32_t prefix_len);
+SH_IMPORT("iter_next") int32_t sh_iter_next(int32_t iterator, void *buf, int32_t buf_cap);
+SH_IMPORT("iter_close") int32_t sh_iter_close(int32_t iterator);
+SH_IMPORT("record_next") int32_t sh_record_next(void *buf, int32_t buf_cap);
+SH_IMPORT("record_headers") int32_t sh_record_headers(void *buf, int32_t buf_cap);
+SH_IMPORT("emit") int32_t sh_emit(int32_t output, const void *key, int32_t key_len, const void *val, int32_t val_len, const void *hdr, int32_t hdr_len);
+SH_IMPORT("log") int32_t sh_log(int32_t level, const void *msg, int32_t msg_len);
+SH_IMPORT("set_error") int32_t sh_set_error(const void *msg, int32_t msg_len);
+SH_IMPORT("buffer_needed") int32_t sh_buffer_needed(void);
+
+/* Declares the ABI version: put STATEHOST_DECLARE_ABI_VERSION; once in a guest. */
+#define STATEHOST_DECLARE_ABI_VERSION \
+	SH_EXPORT("statehost_abi_version_1") void statehost_abi_version_1(void) {}
+
+/* Unaligned little-endian reads (wasm32 is little-endian). */
+static inline int32_t sh_read_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static inline int64_t sh_read_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
+static inline void sh_write_i32(uint8_t *p, int32_t v) { memcpy(p, &v, 4); }
+
+#endif

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// Benchmarks report ratios measured in the same run:
+//
+//	go test ./host/engine -run '^$' -bench . -benchtime 2s
+//
+// BenchmarkStateOp: ns per state_get / state_put called from a guest (C and Go SDK), with
+// and without the time limit, and x-go-direct, the ratio to the same memStore operation
+// called from Go in the same run.
+// BenchmarkWordCount: records/s per instance for count (Go and C) and tokenize.
+// BenchmarkTimeLimit: the cost of Config.BatchTimeout (termination checks + a deadline per
+// call) against no limit, on a compute loop and on count.
+
+func BenchmarkStateOp(b *testing.B) {
+	for _, op := range []string{"get", "put"} {
+		for _, guest := range []string{"probe", "goprobe"} {
+			for _, limit := range []struct {
+				name    string
+				timeout time.Duration
+			}{{"limit", DefaultBatchTimeout}, {"nolimit", -1}} {
+				b.Run(op+"/"+guest+"/"+limit.name, func(b *testing.B) {
+					e, _ := testEngine(b, Config{BatchTimeout: limit.timeout})
+					r := newRig("s")
+					_ = r.stores["s"].Put([]byte("key"), []byte("value"))
+					in := instantiate(b, e, guest, r.task(guest, "out"))
+					batch := recs(fmt.Sprintf("%s %d", op, b.N))
+					b.ResetTimer()
+					if err := in.ProcessBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					guestNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+					b.ReportMetric(guestNs/directNs(r.stores["s"], op, b.N), "x-go-direct")
+				})
+			}
+		}
+	}
+}
+
+var benchSink int
+
+// directNs returns the ns per operation of op called on s from Go, n times.
+func directNs(s *memStore, op string, n int) float64 {
+	key, value := []byte("key"), []byte("value")
+	start := time.Now()
+	for range n {
+		if op == "get" {
+			v, _, _ := s.Get(key)
+			benchSink += len(v)
+		} else {
+			_ = s.Put(key, value)
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
+}
+
+// wordBatches returns batches of word records drawn from a Zipf distribution over vocab
+// words, as tokenize emits them.
+func wordBatches(nBatches, size, vocab int) [][]Record {
+	rng := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rng, 1.1, 1, uint64(vocab-1))
+	out := make([][]Record, nBatches)
+	off := int64(0)
+	for i := range out {
+		out[i] = make([]Record, size)
+		for j := range out[i] {
+			out[i][j] = Record{Topic: "words", Offset: off, Timestamp: time.UnixMilli(off),
+				Key: fmt.Appendf(nil, "word%d", zipf.Uint64()), Value: []byte("1")}
+			off++
+		}
+	}
+	return out
+}
+
+// lineBatches returns batches of ten-word lines for tokenize.
+func lineBatches(nBatches, size int) [][]Record {
+	words := wordBatches(nBatches*10, size, 1000)
+	out := make([][]Record, nBatches)
+	for i := range out {
+		out[i] = make([]Record, size)
+		for j := range out[i] {
+			var line []byte
+			for w := range 10 {
+				line = append(append(line, words[i*10+w][j].Key...), ' ')
+			}
+			out[i][j] = Record{Topic: "lines", Offset: int64(i*size + j), Value: line}
+		}
+	}
+	return out
+}
+
+// discard is an Emitter that drops records, as a producer's buffer would take them.
+type discard struct{ n int }
+
+func (d *discard) Emit(OutputRecord) error { d.n++; return nil }
+
+// benchTask is a task whose emitted records are discarded.
+func benchTask(processor string, stores ...string) Task {
+	t := newRig(stores...).task(processor, "out")
+	t.Emitter = &discard{}
+	return t
+}
+
+// runBatches feeds batches round-robin to in, b.N records in all, and reports records/s.
+func runBatches(b *testing.B, in *Instance, batches [][]Record) {
+	b.ResetTimer()
+	done := 0
+	for i := 0; done < b.N; i++ {
+		batch := batches[i%len(batches)]
+		if err := in.ProcessBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+		done += len(batch)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+func BenchmarkWordCount(b *testing.B) {
+	const batchSize = 500
+	words := wordBatches(20, batchSize, 1000)
+	for _, guest := range []string{"count", "count_c"} {
+		b.Run(guest, func(b *testing.B) {
+			e, _ := testEngine(b, Config{})
+			in := instantiate(b, e, guest, benchTask(guest, "counts"))
+			runBatches(b, in, words)
+		})
+	}
+	b.Run("tokenize", func(b *testing.B) {
+		e, _ := testEngine(b, Config{})
+		in := instantiate(b, e, "tokenize", benchTask("tokenize"))
+		runBatches(b, in, lineBatches(4, batchSize))
+	})
+}
+
+func BenchmarkTimeLimit(b *testing.B) {
+	for _, limit := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"limit", DefaultBatchTimeout}, {"nolimit", -1}} {
+		b.Run("spin/"+limit.name, func(b *testing.B) {
+			e, _ := testEngine(b, Config{BatchTimeout: limit.timeout})
+			in := instantiate(b, e, "probe", benchTask("probe"))
+			batch := recs("spin 100000")
+			b.ResetTimer()
+			for range b.N {
+				if err := in.ProcessBatch(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for _, guest := range []string{"count", "count_c"} {
+			b.Run(guest+"/"+limit.name, func(b *testing.B) {
+				e, _ := testEngine(b, Config{BatchTimeout: limit.timeout})
+				in := instantiate(b, e, guest, benchTask(guest, "counts"))
+				runBatches(b, in, wordBatches(20, 500, 1000))
+			})
+		}
+	}
+}

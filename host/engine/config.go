@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMemoryLimit is the default of Config.MemoryLimit: 64 MiB per instance.
+	DefaultMemoryLimit = 64 << 20
+	// DefaultBatchTimeout is the default of Config.BatchTimeout.
+	DefaultBatchTimeout = 10 * time.Second
+	// wasmPageSize is the size of a WebAssembly memory page.
+	wasmPageSize = 64 << 10
+	// maxMemoryLimit is the largest memory a wasm32 guest can address.
+	maxMemoryLimit = 4 << 30
+)
+
+// Config holds the settings of an Engine.
+type Config struct {
+	// CacheDir is the directory of wazero's on-disk compilation cache, created if missing.
+	// The runtime passes <state_dir>/<application_id>/wasm-cache. Default: "" keeps compiled
+	// code in memory only, so every process start compiles again.
+	CacheDir string
+
+	// MemoryLimit is the most linear memory one instance may have, in bytes, rounded up to
+	// whole 64 KiB pages. A guest that grows past it sees memory.grow fail (a Go guest then
+	// dies with "out of memory"). Default: DefaultMemoryLimit (64 MiB); at most 4 GiB.
+	MemoryLimit int64
+
+	// BatchTimeout bounds each guest call: one batch, and the start of an instance
+	// (_initialize and statehost_init). A guest that runs longer is stopped and its batch
+	// fails with ErrTimeout. Enforcing it makes wazero insert checks into loops (see the
+	// decision note 20261129_batch_time_limit.md). Default: DefaultBatchTimeout (10 s).
+	// A negative value disables the limit and those checks; use it only for trusted guests.
+	BatchTimeout time.Duration
+
+	// Logger receives the engine's and the guests' log entries; the engine logs under the
+	// sub-logger "engine" and guests under "guest" with the keys processor, partition and
+	// offset. Default: a logger that discards everything.
+	Logger hclog.Logger
+}
+
+// withDefaults returns c with zero settings replaced by their defaults, or an error naming
+// each invalid setting.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.MemoryLimit < wasmPageSize || c.MemoryLimit > maxMemoryLimit {
+		errs = append(errs, fmt.Errorf("engine: MemoryLimit %d is outside [64 KiB, 4 GiB]", c.MemoryLimit))
+	}
+	if c.BatchTimeout == 0 {
+		c.BatchTimeout = DefaultBatchTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, errors.Join(errs...)
+}
+
+// memoryLimitPages returns MemoryLimit in whole pages.
+func (c Config) memoryLimitPages() uint32 {
+	return uint32((c.MemoryLimit + wasmPageSize - 1) / wasmPageSize)
+}

@@ -1,0 +1,366 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+)
+
+var rewrite = flag.Bool("rewrite", false, "write C guests rebuilt from source back to testdata")
+
+// Guests built for this test run, by name: the Go plugins, the Go probe and the C guests.
+var (
+	guestPaths = map[string]string{}
+	cacheDir   string // compilation cache shared by the engines of this run
+	builtC     bool   // the C guests were built from source (else the checked-in builds are used)
+)
+
+// goGuests are the Go guests TestMain builds, by name: package directory from the module root.
+var goGuests = map[string]string{
+	"tokenize":    "plugins/tokenize",
+	"count":       "plugins/count",
+	"leaderboard": "plugins/leaderboard",
+	"goprobe":     "host/engine/testdata/goprobe",
+}
+
+// cGuests are the C guests: source and checked-in build, from the module root.
+var cGuests = map[string][2]string{
+	"count_c":   {"plugins/count_c/count_c.c", "plugins/count_c/testdata/count_c.wasm"},
+	"probe":     {"host/engine/testdata/c/probe.c", "host/engine/testdata/c/probe.wasm"},
+	"version2":  {"host/engine/testdata/c/version2.c", "host/engine/testdata/c/version2.wasm"},
+	"noversion": {"host/engine/testdata/c/noversion.c", "host/engine/testdata/c/noversion.wasm"},
+	"noexport":  {"host/engine/testdata/c/noexport.c", "host/engine/testdata/c/noexport.wasm"},
+	"badimport": {"host/engine/testdata/c/badimport.c", "host/engine/testdata/c/badimport.wasm"},
+	"badsig":    {"host/engine/testdata/c/badsig.c", "host/engine/testdata/c/badsig.wasm"},
+}
+
+const moduleRoot = "../.."
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "engine-test-")
+	if err != nil {
+		panic(err)
+	}
+	code := 1
+	if err := buildGuests(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildGuests builds the Go guests, and the C guests when clang is present, into dir.
+func buildGuests(dir string) error {
+	cacheDir = filepath.Join(dir, "wasm-cache")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(goGuests))
+	for name, pkg := range goGuests {
+		out := filepath.Join(dir, name+".wasm")
+		guestPaths[name] = out
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- wasmbuild.Go(ctx, filepath.Join(moduleRoot, pkg), out)
+		}()
+	}
+	builtC = wasmbuild.HaveClang()
+	for name, c := range cGuests {
+		src, prebuilt := filepath.Join(moduleRoot, c[0]), filepath.Join(moduleRoot, c[1])
+		if !builtC {
+			guestPaths[name] = prebuilt
+			continue
+		}
+		out := filepath.Join(dir, name+".wasm")
+		if err := wasmbuild.C(ctx, src, out, filepath.Join(moduleRoot, "abi")); err != nil {
+			return err
+		}
+		guestPaths[name] = out
+		if *rewrite {
+			b, _ := os.ReadFile(out)
+			if err := os.WriteFile(prebuilt, b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	if !builtC {
+		fmt.Fprintln(os.Stderr, "engine tests: clang for wasm32-wasi not found: using the checked-in C guest builds")
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// testEngine returns an engine with the shared compilation cache; cfg's zero settings get
+// the defaults, and its logs go to the returned buffer.
+func testEngine(t testing.TB, cfg Config) (*Engine, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = cacheDir
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+	}
+	e, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	return e, logs
+}
+
+// compile compiles the guest built under name.
+func compile(t testing.TB, e *Engine, name string) *Module {
+	t.Helper()
+	m, err := e.CompileFile(context.Background(), guestPaths[name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// rig is a task's surroundings: its stores and the records it emitted.
+type rig struct {
+	stores  map[string]*memStore
+	emitted *collector
+}
+
+func newRig(stores ...string) *rig {
+	r := &rig{stores: map[string]*memStore{}, emitted: &collector{}}
+	for _, s := range stores {
+		r.stores[s] = newMemStore()
+	}
+	return r
+}
+
+// task returns a Task for processor on partition 0 with the rig's stores and outputs.
+func (r *rig) task(processor string, outputs ...string) Task {
+	st := map[string]Store{}
+	for n, s := range r.stores {
+		st[n] = s
+	}
+	return Task{Processor: processor, Stores: st, Outputs: outputs, Emitter: r.emitted}
+}
+
+// instantiate makes an instance of the guest name for task, closed at the end of the test.
+func instantiate(t testing.TB, e *Engine, name string, task Task) *Instance {
+	t.Helper()
+	in, err := compile(t, e, name).Instantiate(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	return in
+}
+
+// recs makes records of topic "in" with the given values, key "k<i>", offsets from 100.
+func recs(values ...string) []Record {
+	out := make([]Record, len(values))
+	for i, v := range values {
+		out[i] = Record{Topic: "in", Offset: int64(100 + i), Timestamp: time.UnixMilli(1700000000000 + int64(i)),
+			Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)}
+	}
+	return out
+}
+
+// kv makes a record with a key and a value; nil is null.
+func kv(key, value []byte) Record { return Record{Topic: "in", Key: key, Value: value} }
+
+// collector is an Emitter that keeps everything, or fails when err is set.
+type collector struct {
+	recs []OutputRecord
+	err  error
+}
+
+func (c *collector) Emit(r OutputRecord) error {
+	if c.err != nil {
+		return c.err
+	}
+	c.recs = append(c.recs, r)
+	return nil
+}
+
+// strings returns the emitted records as "topic:key=value", with null shown as <nil>.
+func (c *collector) strings() []string {
+	out := make([]string, len(c.recs))
+	for i, r := range c.recs {
+		out[i] = fmt.Sprintf("%s:%s=%s", r.Topic, show(r.Key), show(r.Value))
+	}
+	return out
+}
+
+// values returns the emitted records as key -> value (the last one wins), null as <nil>.
+func (c *collector) values() map[string]string {
+	m := map[string]string{}
+	for _, r := range c.recs {
+		m[string(r.Key)] = show(r.Value)
+	}
+	return m
+}
+
+func show(b []byte) string {
+	if b == nil {
+		return "<nil>"
+	}
+	return string(b)
+}
+
+// memStore is a sorted in-memory Store for these tests (to be replaced by store's memory
+// backend). It follows the Store contract: Get's slice is the store's own, Put copies.
+type memStore struct {
+	keys   [][]byte
+	values [][]byte
+	err    error // when set, every operation fails with it
+}
+
+func newMemStore() *memStore { return &memStore{} }
+
+func (s *memStore) find(key []byte) (int, bool) {
+	return slices.BinarySearchFunc(s.keys, key, bytes.Compare)
+}
+
+func (s *memStore) Get(key []byte) ([]byte, bool, error) {
+	if s.err != nil {
+		return nil, false, s.err
+	}
+	i, ok := s.find(key)
+	if !ok {
+		return nil, false, nil
+	}
+	return s.values[i], true, nil
+}
+
+func (s *memStore) Put(key, value []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	v := append([]byte{}, value...)
+	i, ok := s.find(key)
+	if ok {
+		s.values[i] = v
+		return nil
+	}
+	s.keys = slices.Insert(s.keys, i, append([]byte{}, key...))
+	s.values = slices.Insert(s.values, i, v)
+	return nil
+}
+
+func (s *memStore) Delete(key []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	if i, ok := s.find(key); ok {
+		s.keys = slices.Delete(s.keys, i, i+1)
+		s.values = slices.Delete(s.values, i, i+1)
+	}
+	return nil
+}
+
+func (s *memStore) Range(start, end []byte) (Iterator, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	lo, hi := 0, len(s.keys)
+	if start != nil {
+		lo, _ = s.find(start)
+	}
+	if end != nil {
+		hi, _ = s.find(end)
+	}
+	return &memIter{keys: s.keys[lo:max(lo, hi)], values: s.values[lo:max(lo, hi)], i: -1}, nil
+}
+
+func (s *memStore) Prefix(prefix []byte) (Iterator, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	lo, _ := s.find(prefix)
+	hi := lo
+	for hi < len(s.keys) && bytes.HasPrefix(s.keys[hi], prefix) {
+		hi++
+	}
+	return &memIter{keys: s.keys[lo:hi], values: s.values[lo:hi], i: -1}, nil
+}
+
+// all returns the contents as key -> value.
+func (s *memStore) all() map[string]string {
+	m := map[string]string{}
+	for i, k := range s.keys {
+		m[string(k)] = string(s.values[i])
+	}
+	return m
+}
+
+// memIter iterates over a snapshot of the store's slices (Put replaces, never mutates, a value).
+type memIter struct {
+	keys, values [][]byte
+	i            int
+	closed       bool
+}
+
+func (it *memIter) Next() bool {
+	if it.closed || it.i+1 >= len(it.keys) {
+		it.i = len(it.keys)
+		return false
+	}
+	it.i++
+	return true
+}
+func (it *memIter) Key() []byte   { return it.keys[it.i] }
+func (it *memIter) Value() []byte { return it.values[it.i] }
+func (it *memIter) Err() error    { return nil }
+func (it *memIter) Close() error  { it.closed = true; return nil }
+
+var _ Store = (*memStore)(nil)
+
+// logBuffer is a goroutine-safe log sink.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// guestError asserts that err is a *GuestError of kind and returns it.
+func guestError(t *testing.T, err error, kind error) *GuestError {
+	t.Helper()
+	var ge *GuestError
+	if !errors.As(err, &ge) {
+		t.Fatalf("error %v (%T) is not a *GuestError", err, err)
+	}
+	if !errors.Is(err, kind) {
+		t.Fatalf("error %v: kind %v, want %v", err, ge.Kind, kind)
+	}
+	return ge
+}

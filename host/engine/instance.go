@@ -1,0 +1,333 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/statehost/statehost/abi"
+)
+
+// Task describes what one instance serves: a processor on one partition.
+type Task struct {
+	// Processor is the processor's name, used in logs and errors. Required.
+	Processor string
+	// Partition is the task's partition, used in logs and errors.
+	Partition int32
+	// Stores are the processor's stores by name; the guest opens them with store_open.
+	Stores map[string]Store
+	// Outputs are the processor's output topics; the guest emits by index (0 = the first).
+	Outputs []string
+	// Emitter takes the emitted records. Required when Outputs is not empty.
+	Emitter Emitter
+	// Logger is the base logger of the instance. Default: the engine's Config.Logger; the
+	// instance logs under the sub-logger "guest" with processor and partition set.
+	Logger hclog.Logger
+}
+
+// Instance is one instantiation of a Module serving one task.
+//
+// An Instance is not safe for concurrent use: one goroutine at a time calls ProcessBatch.
+// After ProcessBatch returns a *GuestError the instance is dead: further calls return an
+// error wrapping ErrInstanceDead, and the caller must Close it and, if it wants to go on,
+// instantiate a new one and replay from its last commit. (ErrInstanceBusy and ErrClosed
+// leave it as it was.)
+type Instance struct {
+	mod    *Module
+	task   Task
+	log    hclog.Logger
+	guest  api.Module
+	mem    api.Memory
+	batchF api.Function
+	stack  [1]uint64
+
+	stores     []openStore
+	storeIndex map[string]int32
+	iters      [abi.MaxOpenIterators]*openIterator
+
+	// The batch being processed: batch[cursor] is the current record when 0 <= cursor <
+	// len(batch); last is the index of the last record handed to the guest, -1 before any.
+	batch  []Record
+	cursor int
+	last   int
+
+	needed   int32  // buffer_needed
+	message  string // set_error
+	hostErr  error  // the first store or emitter failure of the call
+	hostKind error  // ErrStore or ErrEmit, for hostErr
+
+	stdout, stderr guestOutput
+	busy           atomic.Bool
+	dead           error
+	closed         bool
+}
+
+// openStore is a store opened by the guest.
+type openStore struct {
+	name  string
+	store Store
+}
+
+// openIterator is an iterator opened by the guest. When pending is set, the iterator is
+// positioned on an entry that has not been written to the guest yet.
+type openIterator struct {
+	store   int32
+	it      Iterator
+	pending bool
+	done    bool
+}
+
+// callCtx is the context of a guest call: it carries the instance to the host functions
+// without a context lookup. A new one is made per call and never changed: wazero's watcher
+// goroutine (WithCloseOnContextDone) may read it after the call returns.
+type callCtx struct {
+	context.Context
+	in *Instance
+}
+
+type instanceKey struct{}
+
+// Value implements context.Context.
+func (c *callCtx) Value(key any) any {
+	if key == (instanceKey{}) {
+		return c.in
+	}
+	return c.Context.Value(key)
+}
+
+// instanceFrom returns the instance a host function is called for, or nil.
+func instanceFrom(ctx context.Context) *Instance {
+	if c, ok := ctx.(*callCtx); ok {
+		return c.in
+	}
+	in, _ := ctx.Value(instanceKey{}).(*Instance)
+	return in
+}
+
+// Instantiate creates an instance of m for task: it instantiates the module sandboxed (no
+// filesystem, network, environment or arguments; stdout and stderr go to the log), runs
+// _initialize and statehost_init if exported, within Config.BatchTimeout. A failure of guest
+// code is a *GuestError with Offset -1.
+func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) {
+	if task.Processor == "" {
+		return nil, errors.New("engine: instantiate: Task.Processor is empty")
+	}
+	if len(task.Outputs) > 0 && task.Emitter == nil {
+		return nil, fmt.Errorf("engine: instantiate %q: Task.Emitter is nil but the task has outputs", task.Processor)
+	}
+	if m.eng.isClosed() {
+		return nil, ErrClosed
+	}
+	base := task.Logger
+	if base == nil {
+		base = m.eng.cfg.Logger
+	}
+	in := &Instance{
+		mod:        m,
+		task:       task,
+		log:        base.Named("guest").With("processor", task.Processor, "partition", task.Partition),
+		storeIndex: map[string]int32{},
+		cursor:     -1,
+		last:       -1,
+	}
+	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout"}
+	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", keep: true}
+
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(&in.stdout).
+		WithStderr(&in.stderr)
+	cctx, cancel := in.deadline(ctx)
+	guest, err := m.eng.rt.InstantiateModule(&callCtx{Context: cctx, in: in}, m.compiled, cfg)
+	cancel()
+	in.stdout.flush()
+	in.stderr.flush()
+	if err != nil {
+		return nil, in.failure(ctx, err, 0)
+	}
+	in.guest = guest
+	in.mem = guest.Memory()
+	in.batchF = guest.ExportedFunction(abi.ExportProcessBatch)
+	if m.hasInit {
+		if err := in.call(ctx, guest.ExportedFunction(abi.ExportInit), nil); err != nil {
+			_ = guest.Close(ctx)
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// ProcessBatch hands records to the guest in one call of statehost_process_batch. The
+// records are only read, and only during the call. Every state write and emit the guest
+// makes happens during the call, in order; on failure, those made before it are not undone
+// (the runtime discards the task's uncommitted work).
+//
+// A failure is a *GuestError carrying the offset of the record that was current; the
+// instance is dead after it.
+func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
+	// A best-effort guard against misuse: it turns two concurrent calls into ErrInstanceBusy
+	// instead of a corrupted instance.
+	if !in.busy.CompareAndSwap(false, true) {
+		return ErrInstanceBusy
+	}
+	defer in.busy.Store(false)
+	if in.closed {
+		return ErrClosed
+	}
+	if in.dead != nil {
+		return fmt.Errorf("engine: processor %q partition %d: %w; it failed earlier: %v",
+			in.task.Processor, in.task.Partition, ErrInstanceDead, in.dead)
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	in.batch, in.cursor, in.last = records, -1, -1
+	defer func() { in.batch = nil }()
+	in.stack[0] = api.EncodeI32(int32(len(records)))
+	return in.call(ctx, in.batchF, in.stack[:])
+}
+
+// call runs one guest call (statehost_init or statehost_process_batch) within the time
+// limit and turns any failure into a *GuestError, marking the instance dead.
+func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
+	in.message, in.hostErr, in.hostKind, in.needed = "", nil, nil, 0
+	in.stderr.reset()
+	var buf [1]uint64
+	if stack == nil {
+		stack = buf[:]
+	}
+	cctx, cancel := in.deadline(ctx)
+	err := fn.CallWithStack(&callCtx{Context: cctx, in: in}, stack)
+	cancel()
+	in.closeIterators()
+	in.stdout.flush()
+	in.stderr.flush()
+	if err == nil {
+		if code := api.DecodeI32(stack[0]); code != abi.CodeOK || in.hostErr != nil {
+			err = in.failure(ctx, nil, code)
+		} else if in.batch != nil && in.last != len(in.batch)-1 {
+			err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
+		}
+	} else {
+		err = in.failure(ctx, err, 0)
+	}
+	if err != nil {
+		in.dead = err
+		if in.guest != nil {
+			_ = in.guest.Close(context.WithoutCancel(ctx))
+		}
+	}
+	return err
+}
+
+// deadline returns ctx bounded by the batch time limit.
+func (in *Instance) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t := in.mod.eng.cfg.BatchTimeout; t > 0 {
+		return context.WithTimeout(ctx, t)
+	}
+	return ctx, func() {}
+}
+
+// failure classifies a failed guest call: callErr is the error of the call, or nil when the
+// guest returned code.
+func (in *Instance) failure(ctx context.Context, callErr error, code int32) *GuestError {
+	if callErr == nil {
+		if in.hostErr != nil {
+			return in.newError(in.hostKind, 0, in.hostErr)
+		}
+		return in.newError(ErrGuestFailed, code, nil)
+	}
+	var exit *sys.ExitError
+	switch {
+	case errors.As(callErr, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded:
+		return in.newError(ErrTimeout, 0, callErr)
+	case errors.As(callErr, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled:
+		return in.newError(ErrCanceled, 0, errors.Join(callErr, context.Cause(ctx)))
+	case in.stderr.oom || in.nearMemoryLimit():
+		return in.newError(ErrOutOfMemory, 0, callErr)
+	case in.stderr.panicked:
+		return in.newError(ErrPanic, 0, callErr)
+	case exit != nil:
+		return in.newError(ErrExit, 0, callErr)
+	default:
+		return in.newError(ErrTrap, 0, callErr)
+	}
+}
+
+// nearMemoryLimit reports whether the guest's memory is within 4 MiB (the growth step of
+// Go's heap) of the memory limit: a trap then most likely follows a failed allocation.
+func (in *Instance) nearMemoryLimit() bool {
+	if in.mem == nil {
+		return false
+	}
+	limit := uint64(in.mod.eng.cfg.memoryLimitPages()) * wasmPageSize
+	if max, ok := in.mem.Definition().Max(); ok && uint64(max)*wasmPageSize < limit {
+		limit = uint64(max) * wasmPageSize
+	}
+	return uint64(in.mem.Size())+min(4<<20, limit/8) >= limit
+}
+
+// newError builds a *GuestError attributed to the current (or last taken) record.
+func (in *Instance) newError(kind error, code int32, err error) *GuestError {
+	ge := &GuestError{
+		Module:    in.mod.name,
+		Processor: in.task.Processor,
+		Partition: in.task.Partition,
+		Offset:    -1,
+		Kind:      kind,
+		Code:      code,
+		Detail:    in.message,
+		Err:       err,
+	}
+	if in.batch != nil && in.last >= 0 {
+		r := &in.batch[in.last]
+		ge.Topic, ge.Offset = r.Topic, r.Offset
+	}
+	if ge.Detail == "" {
+		ge.Detail = in.stderr.detail()
+	}
+	return ge
+}
+
+// current returns the current record, or nil.
+func (in *Instance) current() *Record {
+	if in.cursor >= 0 && in.cursor < len(in.batch) {
+		return &in.batch[in.cursor]
+	}
+	return nil
+}
+
+// closeIterators closes every iterator the guest left open.
+func (in *Instance) closeIterators() {
+	for i, it := range in.iters {
+		if it != nil {
+			if err := it.it.Close(); err != nil {
+				in.log.Warn("closing store iterator", "store", in.stores[it.store].name, "error", err)
+			}
+			in.iters[i] = nil
+		}
+	}
+}
+
+// Err returns the failure that killed the instance, or nil while it is alive.
+func (in *Instance) Err() error { return in.dead }
+
+// Close closes the instance. It is idempotent.
+func (in *Instance) Close(ctx context.Context) error {
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	in.closeIterators()
+	if err := in.guest.Close(ctx); err != nil {
+		return fmt.Errorf("engine: close instance of %q partition %d: %w", in.task.Processor, in.task.Partition, err)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/statehost/statehost/abi"
+)
+
+// Module is a compiled and validated guest module, ready to be instantiated for tasks.
+//
+// A Module is safe for concurrent use. Compile it once per content (Hash) and off the
+// processing path; Close it when no new instance will be made from it (instances already
+// made keep running).
+type Module struct {
+	eng      *Engine
+	name     string
+	hash     string
+	compiled wazero.CompiledModule
+	hasInit  bool
+}
+
+// Name returns the name given to Compile (the file path for CompileFile).
+func (m *Module) Name() string { return m.name }
+
+// Hash returns the hex SHA-256 of the module's bytes: its version.
+func (m *Module) Hash() string { return m.hash }
+
+// Close releases the compiled code once no instance uses it.
+func (m *Module) Close(ctx context.Context) error {
+	if err := m.compiled.Close(ctx); err != nil {
+		return fmt.Errorf("engine: close module %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// CompileFile reads the module at path and compiles it with Compile, named by path.
+func (e *Engine) CompileFile(ctx context.Context, path string) (*Module, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: read module: %w", err)
+	}
+	return e.Compile(ctx, path, wasm)
+}
+
+// Compile compiles a guest module and checks it against the ABI's module requirements:
+// the version marker, the required exports and their signatures, and the imports (only
+// statehost and WASI functions that exist, with their signatures). A module that fails a
+// check is refused with a *ModuleError naming name and every problem.
+//
+// Compiling the same bytes again is cheap within a process (wazero shares the code) and
+// across processes with Config.CacheDir.
+func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
+	sum := sha256.Sum256(wasm)
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: compile: %w", name, err)
+	}
+	m := &Module{eng: e, name: name, hash: hex.EncodeToString(sum[:]), compiled: cm}
+	if problems := e.validate(cm); len(problems) > 0 {
+		_ = cm.Close(ctx)
+		return nil, &ModuleError{Module: name, Problems: problems}
+	}
+	// Link once without running guest code, so that problems wazero finds only at
+	// instantiation (imported tables or globals, a memory above the limit) show up here.
+	probe, err := e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		_ = cm.Close(ctx)
+		return nil, &ModuleError{Module: name, Problems: []string{"cannot be instantiated: " + err.Error()}}
+	}
+	_ = probe.Close(ctx)
+	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
+	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
+	return m, nil
+}
+
+// validate returns every way in which cm breaks the ABI's module requirements.
+func (e *Engine) validate(cm wazero.CompiledModule) []string {
+	var problems []string
+	exports := cm.ExportedFunctions()
+
+	var versions []string
+	for name := range exports {
+		if strings.HasPrefix(name, abi.VersionExportPrefix) {
+			versions = append(versions, name)
+		}
+	}
+	slices.Sort(versions)
+	switch {
+	case len(versions) == 0:
+		problems = append(problems, fmt.Sprintf("declares no ABI version: export %s is missing", abi.VersionExport))
+	case len(versions) > 1:
+		problems = append(problems, fmt.Sprintf("declares several ABI versions: %s", strings.Join(versions, ", ")))
+	case versions[0] != abi.VersionExport:
+		v := strings.TrimPrefix(versions[0], abi.VersionExportPrefix)
+		if _, err := strconv.Atoi(v); err != nil {
+			problems = append(problems, fmt.Sprintf("malformed ABI version marker %s", versions[0]))
+		} else {
+			problems = append(problems, fmt.Sprintf("declares ABI version %s, this host supports version %d", v, abi.Version))
+		}
+	}
+
+	i32 := []api.ValueType{api.ValueTypeI32}
+	for _, want := range []struct {
+		name            string
+		params, results []api.ValueType
+		required        bool
+	}{
+		{abi.ExportProcessBatch, i32, i32, true},
+		{abi.ExportInit, nil, i32, false},
+		{abi.ExportInitialize, nil, nil, false},
+		{abi.VersionExport, nil, nil, false},
+	} {
+		def, ok := exports[want.name]
+		if !ok {
+			if want.required {
+				problems = append(problems, fmt.Sprintf("required export %s %s is missing", want.name, signature(want.params, want.results)))
+			}
+			continue
+		}
+		if !slices.Equal(def.ParamTypes(), want.params) || !slices.Equal(def.ResultTypes(), want.results) {
+			problems = append(problems, fmt.Sprintf("export %s has signature %s, want %s", want.name,
+				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
+		}
+	}
+	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
+		problems = append(problems, fmt.Sprintf("required export %q (the linear memory) is missing", abi.ExportMemory))
+	}
+	for _, mem := range cm.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		problems = append(problems, fmt.Sprintf("imports memory %s.%s: a guest must define its own memory", mod, name))
+	}
+
+	for _, def := range cm.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		if mod != abi.ModuleName && mod != abi.WASIModuleName {
+			problems = append(problems, fmt.Sprintf("import %s.%s is not allowed: only %s and %s functions may be imported",
+				mod, name, abi.ModuleName, abi.WASIModuleName))
+			continue
+		}
+		host, ok := e.imports[mod+"\x00"+name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("imports %s.%s, which this host does not provide", mod, name))
+			continue
+		}
+		if !slices.Equal(def.ParamTypes(), host.ParamTypes()) || !slices.Equal(def.ResultTypes(), host.ResultTypes()) {
+			problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, want %s", mod, name,
+				signature(def.ParamTypes(), def.ResultTypes()), signature(host.ParamTypes(), host.ResultTypes())))
+		}
+	}
+	return problems
+}
+
+// signature formats a function type as "(i32, i32) -> i32".
+func signature(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ", ")
+	}
+	return "(" + names(params) + ") -> (" + names(results) + ")"
+}

@@ -1,0 +1,244 @@
+/*
+ * probe: a C guest that drives the statehost ABI directly, for the engine's tests. Each
+ * record's value is a command; see the switch in run(). Results are emitted to output 0.
+ *
+ * Build (from the repository root; the engine's tests rebuild it when clang is present, and
+ * go test ./host/engine -run TestCGuests -rewrite refreshes the checked-in probe.wasm):
+ *
+ *   clang --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi \
+ *     -L/usr/lib/wasm32-wasi -O2 -mexec-model=reactor -nodefaultlibs -lc -I abi \
+ *     -o host/engine/testdata/c/probe.wasm host/engine/testdata/c/probe.c
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wasi/api.h>
+
+#include "statehost.h"
+
+STATEHOST_DECLARE_ABI_VERSION
+
+static uint8_t rec[4096];
+static volatile uint64_t sink;
+
+#define BAD ((const void *)(uintptr_t)0xFFFFFFF0u)
+
+static uint32_t mem_size(void) { return (uint32_t)__builtin_wasm_memory_size(0) * 65536u; }
+
+static int32_t emit_str(const char *k, const char *v) {
+	return sh_emit(0, k, (int32_t)strlen(k), v, v ? (int32_t)strlen(v) : SH_NULL_LEN, NULL, 0);
+}
+
+/* report emits key name with the decimal code as value. */
+static void report(const char *name, int32_t code) {
+	char v[16];
+	snprintf(v, sizeof v, "%d", code);
+	emit_str(name, v);
+}
+
+static int32_t store(const char *name) { return sh_store_open(name, (int32_t)strlen(name)); }
+
+/* oob calls host functions with bad pointers, lengths and handles and reports each code. */
+static void oob(void) {
+	int32_t s = store("s");
+	uint8_t buf[8];
+	const void *end = (const void *)(uintptr_t)(mem_size() - 4);
+	sh_state_put(s, "k", 1, "value", 5);
+
+	report("get_key_oob", sh_state_get(s, BAD, 100, buf, sizeof buf));
+	report("get_key_wraps", sh_state_get(s, (const void *)(uintptr_t)0xFFFFFFFFu, 0x7FFFFFFF, buf, sizeof buf));
+	report("get_buf_oob", sh_state_get(s, "k", 1, (void *)end, 100));
+	report("get_buf_neg", sh_state_get(s, "k", 1, buf, -8));
+	report("get_key_neg", sh_state_get(s, "k", -2, buf, sizeof buf));
+	report("get_null_key", sh_state_get(s, "k", SH_NULL_LEN, buf, sizeof buf));
+	report("get_missing", sh_state_get(s, "nope", 4, buf, sizeof buf));
+	report("get_small", sh_state_get(s, "k", 1, buf, 2));
+	report("get_small_needed", sh_buffer_needed());
+	report("get_ok", sh_state_get(s, "k", 1, buf, sizeof buf));
+	report("get_bad_handle", sh_state_get(99, "k", 1, buf, sizeof buf));
+	report("get_neg_handle", sh_state_get(-1, "k", 1, buf, sizeof buf));
+	report("put_val_huge", sh_state_put(s, "k", 1, "v", 0x7FFFFFFF));
+	report("put_val_oob", sh_state_put(s, "k", 1, end, 64));
+	report("put_key_neg", sh_state_put(s, "k", -5, "v", 1));
+	report("put_val_neg", sh_state_put(s, "k", 1, "v", -2));
+	report("delete_oob", sh_state_delete(s, BAD, 64));
+	report("range_oob", sh_state_range(s, BAD, 64, NULL, SH_NULL_LEN));
+	report("prefix_oob", sh_state_prefix(s, BAD, 64));
+	report("prefix_null", sh_state_prefix(s, NULL, SH_NULL_LEN));
+	report("iter_next_bad", sh_iter_next(7, buf, sizeof buf));
+	report("iter_close_bad", sh_iter_close(-3));
+	report("record_next_oob", sh_record_next((void *)end, 4096));
+	report("record_headers_oob", sh_record_headers((void *)BAD, 64));
+	report("emit_key_oob", sh_emit(0, BAD, 64, "v", 1, NULL, 0));
+	report("emit_val_oob", sh_emit(0, "k", 1, BAD, 64, NULL, 0));
+	report("emit_hdr_oob", sh_emit(0, "k", 1, "v", 1, BAD, 64));
+	uint8_t hdr[8] = {5, 0, 0, 0, 0, 0, 0, 0}; /* key_len 5 but no key bytes */
+	report("emit_hdr_malformed", sh_emit(0, "k", 1, "v", 1, hdr, sizeof hdr));
+	report("emit_bad_output", sh_emit(5, "k", 1, "v", 1, NULL, 0));
+	report("emit_neg_output", sh_emit(-1, "k", 1, "v", 1, NULL, 0));
+	report("log_bad_level", sh_log(9, "x", 1));
+	report("log_oob", sh_log(SH_LEVEL_INFO, BAD, 64));
+	report("set_error_oob", sh_set_error(BAD, 64));
+	report("store_open_empty", sh_store_open("s", 0));
+	report("store_open_long", sh_store_open(rec, 300));
+	report("store_open_oob", sh_store_open(BAD, 64));
+	report("store_open_unknown", store("nope"));
+	report("output_open_unknown", sh_output_open("nope", 4));
+	report("output_open_first", sh_output_open("out", 3));
+}
+
+/* scan emits every entry of a prefix (arg: the prefix) or range ("a".."c") scan of store s,
+ * through a buffer that starts at 8 bytes so that the grow path is taken. */
+static int32_t scan(int prefix, const char *arg) {
+	int32_t s = store("s");
+	int32_t it = prefix ? sh_state_prefix(s, arg, (int32_t)strlen(arg))
+	                    : sh_state_range(s, "a", 1, "c", 1);
+	if (it < 0) return it;
+	int32_t cap = 8;
+	uint8_t *buf = malloc((size_t)cap);
+	for (;;) {
+		int32_t n = sh_iter_next(it, buf, cap);
+		if (n == SH_BUFFER_TOO_SMALL) {
+			cap = sh_buffer_needed();
+			buf = realloc(buf, (size_t)cap);
+			continue;
+		}
+		if (n < 0) return n;
+		if (n == 0) break;
+		for (int32_t off = 0; off < n;) {
+			int32_t kl = sh_read_i32(buf + off + SH_ENTRY_KEY_LEN_AT);
+			int32_t vl = sh_read_i32(buf + off + SH_ENTRY_VALUE_LEN_AT);
+			const uint8_t *k = buf + off + SH_ENTRY_HEADER_SIZE;
+			sh_emit(0, k, kl, k + kl, vl, NULL, 0);
+			off += SH_ENTRY_HEADER_SIZE + kl + (vl > 0 ? vl : 0);
+		}
+	}
+	free(buf);
+	return sh_iter_close(it);
+}
+
+/* iters opens iterators until the host refuses, reports how many, and leaves them open
+ * (the host closes them at the end of the call). */
+static void iters(void) {
+	int32_t s = store("s"), n = 0, rc;
+	while ((rc = sh_state_range(s, NULL, SH_NULL_LEN, NULL, SH_NULL_LEN)) >= 0) n++;
+	report("iters_opened", n);
+	report("iters_refused", rc);
+}
+
+/* headers emits each header of the current record as a record. */
+static int32_t headers(void) {
+	uint8_t buf[512];
+	int32_t n = sh_record_headers(buf, sizeof buf);
+	if (n < 0) return n;
+	for (int32_t off = 0; off < n;) {
+		int32_t kl = sh_read_i32(buf + off), vl = sh_read_i32(buf + off + 4);
+		sh_emit(0, buf + off + 8, kl, buf + off + 8 + kl, vl, NULL, 0);
+		off += 8 + kl + (vl > 0 ? vl : 0);
+	}
+	return SH_OK;
+}
+
+/* meta emits the current record's metadata, as decoded from the record layout. */
+static void meta(void) {
+	char v[256];
+	int32_t tl = sh_read_i32(rec + SH_RECORD_TOPIC_LEN_AT);
+	snprintf(v, sizeof v, "topic=%.*s partition=%d offset=%lld ts=%lld key=%d value=%d headers=%d/%d",
+	         (int)tl, (const char *)rec + SH_RECORD_HEADER_SIZE, sh_read_i32(rec + SH_RECORD_PARTITION_AT),
+	         (long long)sh_read_i64(rec + SH_RECORD_OFFSET_AT), (long long)sh_read_i64(rec + SH_RECORD_TIMESTAMP_AT),
+	         sh_read_i32(rec + SH_RECORD_KEY_LEN_AT), sh_read_i32(rec + SH_RECORD_VALUE_LEN_AT),
+	         sh_read_i32(rec + SH_RECORD_HEADER_COUNT_AT), sh_read_i32(rec + SH_RECORD_HEADERS_SIZE_AT));
+	emit_str("meta", v);
+}
+
+/* arg parses cmd as word followed by a space and a decimal number into *n. */
+static int arg(const char *cmd, const char *word, long *n) {
+	size_t l = strlen(word);
+	if (strncmp(cmd, word, l) != 0 || cmd[l] != ' ' || cmd[l + 1] == 0) return 0;
+	*n = 0;
+	for (const char *p = cmd + l + 1; *p; p++) {
+		if (*p < '0' || *p > '9') return 0;
+		*n = *n * 10 + (*p - '0');
+	}
+	return 1;
+}
+
+/* run executes one command; a non-zero result ends the batch with it. */
+static int32_t run(const char *cmd) {
+	long n = 0;
+	if (strcmp(cmd, "oob") == 0) oob();
+	else if (strncmp(cmd, "prefix ", 7) == 0) return scan(1, cmd + 7);
+	else if (strcmp(cmd, "range") == 0) return scan(0, "");
+	else if (strcmp(cmd, "iters") == 0) iters();
+	else if (strcmp(cmd, "headers") == 0) return headers();
+	else if (strcmp(cmd, "meta") == 0) meta();
+	else if (strcmp(cmd, "sandbox") == 0) {
+		/* No preopened directories, no environment, no arguments; stdout goes to the log. */
+		FILE *f = fopen("/etc/passwd", "r");
+		emit_str("fopen", f ? "opened" : "refused");
+		emit_str("getenv", getenv("PATH") ? "set" : "unset");
+		size_t argc = 0, argv_size = 0;
+		(void)!__wasi_args_sizes_get(&argc, &argv_size);
+		report("argc", (int32_t)argc);
+		printf("hello on stdout\n");
+		fflush(stdout);
+	} else if (strcmp(cmd, "nulls") == 0) {
+		sh_emit(0, NULL, SH_NULL_LEN, NULL, SH_NULL_LEN, NULL, 0);
+		sh_emit(0, "", 0, "", 0, NULL, 0);
+		uint8_t hdr[8 + 1 + 8 + 1] = {1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 'a', 1, 0, 0, 0, 0, 0, 0, 0, 'b'};
+		sh_emit(0, "h", 1, "v", 1, hdr, sizeof hdr);
+	} else if (strcmp(cmd, "put") == 0) {
+		int32_t s = store("s");
+		sh_state_put(s, "a1", 2, "x", 1);
+		sh_state_put(s, "a2", 2, "", 0);
+		sh_state_put(s, "b1", 2, "y", 1);
+		sh_state_put(s, "c1", 2, "z", 1);
+		sh_state_put(s, "gone", 4, "q", 1);
+		sh_state_put(s, "gone", 4, NULL, SH_NULL_LEN); /* null value: a delete */
+	} else if (strcmp(cmd, "trap") == 0) __builtin_trap();
+	else if (strcmp(cmd, "loop") == 0) for (;;) sink++;
+	else if (strcmp(cmd, "bomb") == 0) {
+		for (;;) {
+			uint8_t *p = malloc(1 << 20);
+			if (p == NULL) __builtin_trap();
+			memset(p, 1, 1 << 20);
+			sink += (uintptr_t)p; /* keeps the allocation from being optimized away */
+		}
+	} else if (strcmp(cmd, "fail") == 0) {
+		sh_set_error("probe failed on purpose", 23);
+		return SH_PROCESSOR_FAILED;
+	} else if (strcmp(cmd, "exit") == 0) exit(7);
+	else if (strcmp(cmd, "stop") == 0) return 1; /* "stop" returns a positive code */
+	else if (arg(cmd, "spin", &n)) {
+		uint64_t x = 1;
+		for (long i = 0; i < n; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
+		sink = x;
+	} else if (arg(cmd, "get", &n)) {
+		int32_t s = store("s");
+		uint8_t buf[64];
+		for (long i = 0; i < n; i++) sink += (uint64_t)sh_state_get(s, "key", 3, buf, sizeof buf);
+	} else if (arg(cmd, "put", &n)) {
+		int32_t s = store("s");
+		for (long i = 0; i < n; i++) sh_state_put(s, "key", 3, "value", 5);
+	}
+	return SH_OK;
+}
+
+SH_EXPORT("statehost_process_batch") int32_t statehost_process_batch(int32_t count) {
+	(void)count;
+	for (;;) {
+		int32_t n = sh_record_next(rec, sizeof rec - 1);
+		if (n < 0) return n;
+		if (n == 0) return SH_OK;
+		int32_t tl = sh_read_i32(rec + SH_RECORD_TOPIC_LEN_AT);
+		int32_t kl = sh_read_i32(rec + SH_RECORD_KEY_LEN_AT);
+		int32_t vl = sh_read_i32(rec + SH_RECORD_VALUE_LEN_AT);
+		if (vl < 0) continue;
+		char *v = (char *)rec + SH_RECORD_HEADER_SIZE + tl + (kl > 0 ? kl : 0);
+		v[vl] = 0; /* rec has a spare byte past the largest record */
+		if (strcmp(v, "skip") == 0) return SH_OK; /* returns without taking the rest */
+		int32_t rc = run(v);
+		if (rc != SH_OK) return rc;
+	}
+}

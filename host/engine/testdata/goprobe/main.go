@@ -1,0 +1,89 @@
+// Command goprobe is a Go guest for the engine's tests: each record's value is a command.
+//
+// Built by the engine's TestMain with:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o goprobe.wasm ./host/engine/testdata/goprobe
+package main
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/statehost/statehost/pluginsdk"
+)
+
+func init() {
+	pluginsdk.Register(process)
+}
+
+var (
+	hoard [][]byte
+	sink  int
+	key   = []byte("key")
+	value = []byte("value")
+)
+
+func process(ctx pluginsdk.Context) error {
+	cmd := string(ctx.Record().Value)
+	verb, arg, _ := strings.Cut(cmd, " ")
+	n, _ := strconv.Atoi(arg)
+	switch verb {
+	case "panic":
+		panic("boom on purpose")
+	case "loop":
+		for {
+			sink++
+		}
+	case "oom":
+		for {
+			hoard = append(hoard, make([]byte, 1<<20))
+		}
+	case "exit":
+		os.Exit(3)
+	case "fail":
+		return errors.New("failed on purpose")
+	case "log":
+		ctx.Log(pluginsdk.Info, "hello from goprobe")
+	case "get":
+		s := ctx.Store("s")
+		for i := 0; i < n; i++ {
+			v, _, err := s.Get(key)
+			if err != nil {
+				return err
+			}
+			sink += len(v)
+		}
+	case "put":
+		s := ctx.Store("s")
+		for i := 0; i < n; i++ {
+			if err := s.Put(key, value); err != nil {
+				return err
+			}
+		}
+	case "big":
+		// A value larger than every SDK buffer: exercises grow-and-retry both ways.
+		s := ctx.Store("s")
+		big := []byte(strings.Repeat("x", n))
+		if err := s.Put(key, big); err != nil {
+			return err
+		}
+		v, _, err := s.Get(key)
+		if err != nil {
+			return err
+		}
+		return ctx.Emit(key, []byte(strconv.Itoa(len(v))))
+	case "headers":
+		hs, err := ctx.Headers()
+		if err != nil {
+			return err
+		}
+		return ctx.Send(pluginsdk.Message{Key: []byte("headers"), Value: []byte(strconv.Itoa(len(hs))), Headers: hs})
+	case "to":
+		return ctx.EmitTo(arg, []byte("to"), []byte(arg))
+	}
+	return nil
+}
+
+func main() {}

@@ -1,0 +1,12 @@
+// Package plugins holds the example statehost plugins, one per directory: tokenize and
+// count (the two halves of the word-count demo), leaderboard (two stores and range scans)
+// and count_c (count written in C from package abi's documentation).
+//
+// Build every plugin to plugins/<name>/<name>.wasm with, from the repository root:
+//
+//	go run ./plugins/build
+//
+// Go plugins are built with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; the C
+// plugin with clang (see pluginsdk/wasmbuild), or, without clang, copied from its checked-in
+// build under testdata/. Each plugin has native unit tests: go test ./plugins/...
+package plugins

@@ -1,0 +1,159 @@
+//go:build wasip1
+
+package pluginsdk
+
+import (
+	"unsafe"
+
+	"github.com/statehost/statehost/abi"
+)
+
+// The statehost imports (see package abi). Pointers are guest memory offsets; Go keeps the
+// memory behind a pointer argument alive and in place for the duration of the call.
+
+//go:wasmimport statehost store_open
+func importStoreOpen(name unsafe.Pointer, nameLen int32) int32
+
+//go:wasmimport statehost output_open
+func importOutputOpen(name unsafe.Pointer, nameLen int32) int32
+
+//go:wasmimport statehost state_get
+func importStateGet(store int32, key unsafe.Pointer, keyLen int32, buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost state_put
+func importStatePut(store int32, key unsafe.Pointer, keyLen int32, val unsafe.Pointer, valLen int32) int32
+
+//go:wasmimport statehost state_delete
+func importStateDelete(store int32, key unsafe.Pointer, keyLen int32) int32
+
+//go:wasmimport statehost state_range
+func importStateRange(store int32, start unsafe.Pointer, startLen int32, end unsafe.Pointer, endLen int32) int32
+
+//go:wasmimport statehost state_prefix
+func importStatePrefix(store int32, prefix unsafe.Pointer, prefixLen int32) int32
+
+//go:wasmimport statehost iter_next
+func importIterNext(iter int32, buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost iter_close
+func importIterClose(iter int32) int32
+
+//go:wasmimport statehost record_next
+func importRecordNext(buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost record_headers
+func importRecordHeaders(buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost emit
+func importEmit(output int32, key unsafe.Pointer, keyLen int32, val unsafe.Pointer, valLen int32, hdr unsafe.Pointer, hdrLen int32) int32
+
+//go:wasmimport statehost log
+func importLog(level int32, msg unsafe.Pointer, msgLen int32) int32
+
+//go:wasmimport statehost set_error
+func importSetError(msg unsafe.Pointer, msgLen int32) int32
+
+//go:wasmimport statehost buffer_needed
+func importBufferNeeded() int32
+
+// The exports (see package abi).
+
+//go:wasmexport statehost_abi_version_1
+func exportABIVersion1() {}
+
+//go:wasmexport statehost_init
+func exportInit() int32 { return guestInit() }
+
+//go:wasmexport statehost_process_batch
+func exportProcessBatch(count int32) int32 { return processBatch(count) }
+
+// ptr returns the address and length of b; a nil b is null (abi.NullLen).
+func ptr(b []byte) (unsafe.Pointer, int32) {
+	if b == nil {
+		return nil, abi.NullLen
+	}
+	return unsafe.Pointer(unsafe.SliceData(b)), int32(len(b))
+}
+
+// nonNull returns the address and length of b; nil is empty.
+func nonNull(b []byte) (unsafe.Pointer, int32) {
+	return unsafe.Pointer(unsafe.SliceData(b)), int32(len(b))
+}
+
+func str(s string) (unsafe.Pointer, int32) {
+	return unsafe.Pointer(unsafe.StringData(s)), int32(len(s))
+}
+
+func hStoreOpen(name string) int32 {
+	p, n := str(name)
+	return importStoreOpen(p, n)
+}
+
+func hOutputOpen(name string) int32 {
+	p, n := str(name)
+	return importOutputOpen(p, n)
+}
+
+func hStateGet(store int32, key, buf []byte) int32 {
+	kp, kn := nonNull(key)
+	bp, bn := nonNull(buf)
+	return importStateGet(store, kp, kn, bp, bn)
+}
+
+func hStatePut(store int32, key, value []byte) int32 {
+	kp, kn := nonNull(key)
+	vp, vn := ptr(value)
+	return importStatePut(store, kp, kn, vp, vn)
+}
+
+func hStateDelete(store int32, key []byte) int32 {
+	kp, kn := nonNull(key)
+	return importStateDelete(store, kp, kn)
+}
+
+func hStateRange(store int32, start, end []byte) int32 {
+	sp, sn := ptr(start)
+	ep, en := ptr(end)
+	return importStateRange(store, sp, sn, ep, en)
+}
+
+func hStatePrefix(store int32, prefix []byte) int32 {
+	pp, pn := nonNull(prefix)
+	return importStatePrefix(store, pp, pn)
+}
+
+func hIterNext(iter int32, buf []byte) int32 {
+	bp, bn := nonNull(buf)
+	return importIterNext(iter, bp, bn)
+}
+
+func hIterClose(iter int32) int32 { return importIterClose(iter) }
+
+func hRecordNext(buf []byte) int32 {
+	bp, bn := nonNull(buf)
+	return importRecordNext(bp, bn)
+}
+
+func hRecordHeaders(buf []byte) int32 {
+	bp, bn := nonNull(buf)
+	return importRecordHeaders(bp, bn)
+}
+
+func hEmit(output int32, key, value, hdrs []byte) int32 {
+	kp, kn := ptr(key)
+	vp, vn := ptr(value)
+	hp, hn := nonNull(hdrs)
+	return importEmit(output, kp, kn, vp, vn, hp, hn)
+}
+
+func hLog(level int32, msg string) int32 {
+	p, n := str(msg)
+	return importLog(level, p, n)
+}
+
+func hSetError(msg string) int32 {
+	p, n := str(msg)
+	return importSetError(p, n)
+}
+
+func hBufferNeeded() int32 { return importBufferNeeded() }

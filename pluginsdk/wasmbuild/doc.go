@@ -1,0 +1,3 @@
+// Package wasmbuild builds statehost plugins to WebAssembly: Go plugin packages with the Go
+// toolchain, C guests with clang and wasi-libc. It runs natively, for tools and tests.
+package wasmbuild
