@@ -16,7 +16,7 @@ import (
 // panic or trap, and the instance must stay usable.
 func TestBadPointers(t *testing.T) {
 	e, _ := testEngine(t, Config{})
-	r := newRig("s")
+	r := newRig(t, "s")
 	in := instantiate(t, e, "probe", r.task("probe", "out"))
 	if err := in.ProcessBatch(context.Background(), recs("oob")); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestBadPointers(t *testing.T) {
 	if err := in.ProcessBatch(context.Background(), recs("put")); err != nil {
 		t.Fatalf("instance unusable after bad calls: %v", err)
 	}
-	if got := r.stores["s"].all()["k"]; got != "value" {
+	if got := dump(t, r.stores["s"])["k"]; got != "value" {
 		t.Errorf("k = %q after bad puts, want value", got)
 	}
 }
@@ -62,7 +62,7 @@ func TestBadPointers(t *testing.T) {
 // iterator limit, through a C guest whose iterator buffer starts too small.
 func TestScansFromC(t *testing.T) {
 	e, _ := testEngine(t, Config{})
-	r := newRig("s")
+	r := newRig(t, "s")
 	in := instantiate(t, e, "probe", r.task("probe", "out"))
 	ctx := context.Background()
 	if err := in.ProcessBatch(ctx, recs("put", "prefix a", "range", "prefix zz", "iters", "iters")); err != nil {
@@ -80,7 +80,7 @@ func TestScansFromC(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("emitted\n%q\nwant\n%q", got, want)
 	}
-	if _, ok := r.stores["s"].all()["gone"]; ok {
+	if _, ok := dump(t, r.stores["s"])["gone"]; ok {
 		t.Errorf("state_put with a null value did not delete")
 	}
 	// A new call starts with every iterator closed.
@@ -97,7 +97,7 @@ func TestScansFromC(t *testing.T) {
 // versus empty keys and values in emit, from C.
 func TestRecordAccess(t *testing.T) {
 	e, _ := testEngine(t, Config{})
-	r := newRig()
+	r := newRig(t)
 	in := instantiate(t, e, "probe", r.task("probe", "out"))
 	batch := []Record{
 		{Topic: "topic-a", Partition: 7, Offset: 42, Timestamp: time.UnixMilli(1700000000123), Key: nil, Value: []byte("meta"),
@@ -134,7 +134,7 @@ func TestRecordAccess(t *testing.T) {
 // emitting by output name, logging with processor, partition and offset.
 func TestGoSDK(t *testing.T) {
 	e, logs := testEngine(t, Config{})
-	r := newRig("s")
+	r := newRig(t, "s")
 	task := r.task("goprobe", "first", "second")
 	task.Partition = 3
 	in := instantiate(t, e, "goprobe", task)
@@ -171,7 +171,7 @@ func TestGoSDK(t *testing.T) {
 // its stdout reaches the log.
 func TestSandbox(t *testing.T) {
 	e, logs := testEngine(t, Config{})
-	r := newRig()
+	r := newRig(t)
 	in := instantiate(t, e, "probe", r.task("probe", "out"))
 	if err := in.ProcessBatch(context.Background(), recs("sandbox")); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/statehost/statehost/store"
 )
 
 // failCase is a guest failure: the batch, the cause it must be reported as, and text the
@@ -40,7 +42,7 @@ func TestGuestFailures(t *testing.T) {
 		{"Go error", "goprobe", []string{"x", "fail", "x"}, 1, ErrGuestFailed, "guest said: failed on purpose"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig("s")
+			r := newRig(t, "s")
 			task := r.task(tc.guest, "out")
 			task.Partition = 9
 			in := instantiate(t, e, tc.guest, task)
@@ -69,7 +71,7 @@ func TestGuestFailures(t *testing.T) {
 			}
 
 			// The engine is unharmed: a fresh instance of the same module works.
-			fresh := instantiate(t, e, tc.guest, newRig("s").task(tc.guest, "out"))
+			fresh := instantiate(t, e, tc.guest, newRig(t, "s").task(tc.guest, "out"))
 			if err := fresh.ProcessBatch(context.Background(), recs("x")); err != nil {
 				t.Errorf("a new instance after the failure: %v", err)
 			}
@@ -77,25 +79,22 @@ func TestGuestFailures(t *testing.T) {
 	}
 }
 
-// failingStore fails every operation.
-func failingStore() *memStore { return &memStore{err: errors.New("disk on fire")} }
-
 // TestHostFailures checks that a store or emitter failure fails the batch even when the
 // guest ignores the code it got (the C probe ignores state_put's result).
 func TestHostFailures(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	ctx := context.Background()
 
-	r := newRig()
-	r.stores["s"] = failingStore()
+	r := newRig(t, "s")
+	r.st.Fail(errors.New("disk on fire")) // every operation of the task's stores now fails
 	in := instantiate(t, e, "probe", r.task("probe", "out"))
 	err := in.ProcessBatch(ctx, recs("x", "put"))
 	ge := guestError(t, err, ErrStore)
-	if ge.Offset != 101 || !strings.Contains(err.Error(), `store "s": put: disk on fire`) {
+	if ge.Offset != 101 || !strings.Contains(err.Error(), `store "s": put: `) || !errors.Is(err, store.ErrTaskFailed) || !strings.Contains(err.Error(), "disk on fire") {
 		t.Errorf("store failure: %v", err)
 	}
 
-	r = newRig("counts")
+	r = newRig(t, "counts")
 	r.emitted.err = errors.New("producer closed")
 	in = instantiate(t, e, "count", r.task("count", "out"))
 	err = in.ProcessBatch(ctx, recs("1"))
@@ -108,7 +107,7 @@ func TestHostFailures(t *testing.T) {
 // TestCanceled checks that canceling the caller's context stops a running guest.
 func TestCanceled(t *testing.T) {
 	e, _ := testEngine(t, Config{BatchTimeout: time.Minute})
-	in := instantiate(t, e, "probe", newRig().task("probe", "out"))
+	in := instantiate(t, e, "probe", newRig(t).task("probe", "out"))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	err := in.ProcessBatch(ctx, recs("loop"))
@@ -122,7 +121,7 @@ func TestCanceled(t *testing.T) {
 func TestInstanceMisuse(t *testing.T) {
 	e, _ := testEngine(t, Config{BatchTimeout: 2 * time.Second})
 	ctx := context.Background()
-	in := instantiate(t, e, "probe", newRig("s").task("probe", "out"))
+	in := instantiate(t, e, "probe", newRig(t, "s").task("probe", "out"))
 	done := make(chan error)
 	go func() { done <- in.ProcessBatch(ctx, recs("spin 300000000")) }()
 	time.Sleep(50 * time.Millisecond)

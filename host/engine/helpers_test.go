@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+	"github.com/statehost/statehost/store"
 )
 
 var rewrite = flag.Bool("rewrite", false, "write C guests rebuilt from source back to testdata")
@@ -140,27 +140,37 @@ func compile(t testing.TB, e *Engine, name string) *Module {
 	return m
 }
 
-// rig is a task's surroundings: its stores and the records it emitted.
+// rig is a task's surroundings: its stores (the real store package's memory backend, in a
+// state directory of the test's own) and the records it emitted.
 type rig struct {
-	stores  map[string]*memStore
+	st      *store.Task
+	stores  map[string]Store
 	emitted *collector
 }
 
-func newRig(stores ...string) *rig {
-	r := &rig{stores: map[string]*memStore{}, emitted: &collector{}}
-	for _, s := range stores {
-		r.stores[s] = newMemStore()
+func newRig(t testing.TB, stores ...string) *rig {
+	t.Helper()
+	m, err := store.Open(store.Settings{Dir: t.TempDir(), MemoryBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	st, err := m.OpenTask("test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{st: st, stores: map[string]Store{}, emitted: &collector{}}
+	for _, name := range stores {
+		if r.stores[name], err = st.Open(name, store.Options{Backend: store.Memory}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return r
 }
 
 // task returns a Task for processor on partition 0 with the rig's stores and outputs.
 func (r *rig) task(processor string, outputs ...string) Task {
-	st := map[string]Store{}
-	for n, s := range r.stores {
-		st[n] = s
-	}
-	return Task{Processor: processor, Stores: st, Outputs: outputs, Emitter: r.emitted}
+	return Task{Processor: processor, Stores: r.stores, Outputs: outputs, Emitter: r.emitted}
 }
 
 // instantiate makes an instance of the guest name for task, closed at the end of the test.
@@ -226,113 +236,23 @@ func show(b []byte) string {
 	return string(b)
 }
 
-// memStore is a sorted in-memory Store for these tests (to be replaced by store's memory
-// backend). It follows the Store contract: Get's slice is the store's own, Put copies.
-type memStore struct {
-	keys   [][]byte
-	values [][]byte
-	err    error // when set, every operation fails with it
-}
-
-func newMemStore() *memStore { return &memStore{} }
-
-func (s *memStore) find(key []byte) (int, bool) {
-	return slices.BinarySearchFunc(s.keys, key, bytes.Compare)
-}
-
-func (s *memStore) Get(key []byte) ([]byte, bool, error) {
-	if s.err != nil {
-		return nil, false, s.err
+// dump returns the committed and uncommitted contents of s as key -> value.
+func dump(t testing.TB, s Store) map[string]string {
+	t.Helper()
+	it, err := s.Range(nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	i, ok := s.find(key)
-	if !ok {
-		return nil, false, nil
-	}
-	return s.values[i], true, nil
-}
-
-func (s *memStore) Put(key, value []byte) error {
-	if s.err != nil {
-		return s.err
-	}
-	v := append([]byte{}, value...)
-	i, ok := s.find(key)
-	if ok {
-		s.values[i] = v
-		return nil
-	}
-	s.keys = slices.Insert(s.keys, i, append([]byte{}, key...))
-	s.values = slices.Insert(s.values, i, v)
-	return nil
-}
-
-func (s *memStore) Delete(key []byte) error {
-	if s.err != nil {
-		return s.err
-	}
-	if i, ok := s.find(key); ok {
-		s.keys = slices.Delete(s.keys, i, i+1)
-		s.values = slices.Delete(s.values, i, i+1)
-	}
-	return nil
-}
-
-func (s *memStore) Range(start, end []byte) (Iterator, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	lo, hi := 0, len(s.keys)
-	if start != nil {
-		lo, _ = s.find(start)
-	}
-	if end != nil {
-		hi, _ = s.find(end)
-	}
-	return &memIter{keys: s.keys[lo:max(lo, hi)], values: s.values[lo:max(lo, hi)], i: -1}, nil
-}
-
-func (s *memStore) Prefix(prefix []byte) (Iterator, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	lo, _ := s.find(prefix)
-	hi := lo
-	for hi < len(s.keys) && bytes.HasPrefix(s.keys[hi], prefix) {
-		hi++
-	}
-	return &memIter{keys: s.keys[lo:hi], values: s.values[lo:hi], i: -1}, nil
-}
-
-// all returns the contents as key -> value.
-func (s *memStore) all() map[string]string {
+	defer it.Close()
 	m := map[string]string{}
-	for i, k := range s.keys {
-		m[string(k)] = string(s.values[i])
+	for it.Next() {
+		m[string(it.Key())] = string(it.Value())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return m
 }
-
-// memIter iterates over a snapshot of the store's slices (Put replaces, never mutates, a value).
-type memIter struct {
-	keys, values [][]byte
-	i            int
-	closed       bool
-}
-
-func (it *memIter) Next() bool {
-	if it.closed || it.i+1 >= len(it.keys) {
-		it.i = len(it.keys)
-		return false
-	}
-	it.i++
-	return true
-}
-func (it *memIter) Key() []byte   { return it.keys[it.i] }
-func (it *memIter) Value() []byte { return it.values[it.i] }
-func (it *memIter) Err() error    { return nil }
-func (it *memIter) Close() error  { it.closed = true; return nil }
-
-var _ Store = (*memStore)(nil)
 
 // logBuffer is a goroutine-safe log sink.
 type logBuffer struct {

@@ -13,7 +13,7 @@ import (
 func TestWordCount(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	ctx := context.Background()
-	tokRig, countRig := newRig(), newRig("counts")
+	tokRig, countRig := newRig(t), newRig(t, "counts")
 	tok := instantiate(t, e, "tokenize", tokRig.task("tokenize", "words"))
 	cnt := instantiate(t, e, "count", countRig.task("count", "counts-out"))
 
@@ -49,7 +49,7 @@ func TestWordCount(t *testing.T) {
 		t.Fatalf("count emitted\n%q\nwant\n%q", got, want)
 	}
 	wantStore := map[string]string{"cat": "2", "hat": "1", "dog": "1", "-": "1"}
-	if got := countRig.stores["counts"].all(); !maps.Equal(got, wantStore) {
+	if got := dump(t, countRig.stores["counts"]); !maps.Equal(got, wantStore) {
 		t.Fatalf("counts = %v, want %v", got, wantStore)
 	}
 }
@@ -69,7 +69,7 @@ func TestCountInC(t *testing.T) {
 	}
 	results := map[string]*rig{}
 	for _, guest := range []string{"count", "count_c"} {
-		r := newRig("counts")
+		r := newRig(t, "counts")
 		in := instantiate(t, e, guest, r.task(guest, "out"))
 		if err := in.ProcessBatch(ctx, input); err != nil {
 			t.Fatalf("%s: %v", guest, err)
@@ -88,7 +88,7 @@ func TestCountInC(t *testing.T) {
 			t.Errorf("count_c emitted null key or value for %q", r.Key)
 		}
 	}
-	if !maps.Equal(results["count"].stores["counts"].all(), results["count_c"].stores["counts"].all()) {
+	if !maps.Equal(dump(t, results["count"].stores["counts"]), dump(t, results["count_c"].stores["counts"])) {
 		t.Fatalf("stores differ")
 	}
 	if got := strings.Count(logs.String(), "null key"); got != 2 {
@@ -102,7 +102,7 @@ func TestInitUnknownStore(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	for _, guest := range []string{"count", "count_c"} {
 		m := compile(t, e, guest)
-		_, err := m.Instantiate(context.Background(), newRig("other").task(guest, "out"))
+		_, err := m.Instantiate(context.Background(), newRig(t, "other").task(guest, "out"))
 		ge := guestError(t, err, ErrGuestFailed)
 		if ge.Offset != -1 || ge.Code != -5 || !strings.Contains(ge.Detail, `"counts"`) {
 			t.Errorf("%s: error %v: want code -5 (unknown store), offset -1 and the store's name", guest, err)
@@ -113,7 +113,7 @@ func TestInitUnknownStore(t *testing.T) {
 // TestLeaderboard checks the two-store plugin with range and prefix scans.
 func TestLeaderboard(t *testing.T) {
 	e, _ := testEngine(t, Config{})
-	r := newRig("latest", "ranking")
+	r := newRig(t, "latest", "ranking")
 	in := instantiate(t, e, "leaderboard", r.task("leaderboard", "board"))
 	input := []Record{
 		kv([]byte("ann"), []byte("10")), kv([]byte("bob"), []byte("30")), kv([]byte("cy"), []byte("20")),
@@ -131,10 +131,10 @@ func TestLeaderboard(t *testing.T) {
 	if got := r.emitted.strings(); !slices.Equal(got, want) {
 		t.Fatalf("emitted\n%q\nwant\n%q", got, want)
 	}
-	if got := r.stores["latest"].all(); !maps.Equal(got, map[string]string{"ann": "40", "cy": "20", "al": "-5"}) {
+	if got := dump(t, r.stores["latest"]); !maps.Equal(got, map[string]string{"ann": "40", "cy": "20", "al": "-5"}) {
 		t.Errorf("latest = %v", got)
 	}
-	if n := len(r.stores["ranking"].keys); n != 3 {
+	if n := len(dump(t, r.stores["ranking"])); n != 3 {
 		t.Errorf("ranking has %d keys, want 3", n)
 	}
 }
