@@ -345,7 +345,7 @@ func TestFailedProduceFailsCommit(t *testing.T) {
 			if err := task.Commit(ctx, nil); !errors.Is(err, ErrTaskFailed) {
 				t.Fatalf("second commit: %v", err)
 			}
-			if err := task.Close(); err != nil {
+			if err := task.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			task = e.open(t, 0, StoreSpec{Name: "kv"})

@@ -32,6 +32,25 @@ func (e *ProduceError) Error() string {
 
 func (e *ProduceError) Unwrap() error { return e.Err }
 
+// ErrInFlight is matched by an *InFlightError.
+var ErrInFlight = errors.New("changelog: records of a closed task are still in flight")
+
+// InFlightError refuses to open a task while records produced by its previous
+// incarnation are neither acknowledged nor failed: a restore started now would
+// miss them (its end offset is captured before they land) and the next
+// checkpoint would jump over them. Retry when they have landed.
+type InFlightError struct {
+	Processor string
+	Partition int32
+	Records   int
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("changelog: task %s_%d: %d records produced before it was closed are still in flight; retry when they are acknowledged", e.Processor, e.Partition, e.Records)
+}
+
+func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
+
 // OffsetCommitError wraps the error of the input-offset commit that follows a successful apply; the task stays usable and the next commit retries.
 type OffsetCommitError struct{ Err error }
 

@@ -14,10 +14,25 @@ import (
 //
 // The client must be built with kgo.RecordPartitioner(kgo.ManualPartitioner()):
 // store partition N writes changelog partition N, and output records carry
-// the partition the runtime chose. Keep the client's defaults of acks=all and
-// idempotence: a commit relies on them. A Producer is safe for concurrent use.
+// the partition the runtime chose. It must keep the client's default of
+// acks=all (a checkpoint must never name a record that a leader failover can
+// lose); keep idempotence on too. A Producer is safe for concurrent use.
+//
+// The Producer also keeps the instance's bookkeeping of tasks: which
+// processor owns each store name (a changelog topic has one writer per
+// partition), and the records still in flight of tasks that were closed
+// before their records were acknowledged.
 type Producer struct {
 	cl *kgo.Client
+
+	mu       sync.Mutex
+	owners   map[string]string    // store name -> processor
+	trackers map[taskKey]*tracker // open tasks, and closed ones with records in flight
+}
+
+type taskKey struct {
+	processor string
+	partition int32
 }
 
 // NewProducer returns a Producer over cl, after checking that cl honours record partitions.
@@ -29,7 +44,46 @@ func NewProducer(cl *kgo.Client) (*Producer, error) {
 	if p == nil || !honoursPartition(p) {
 		return nil, errors.New("changelog: the producer client must use kgo.RecordPartitioner(kgo.ManualPartitioner())")
 	}
-	return &Producer{cl: cl}, nil
+	if acks, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); acks != kgo.AllISRAcks() {
+		return nil, errors.New("changelog: the producer client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
+	}
+	return &Producer{cl: cl, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}, nil
+}
+
+// claim registers processor as the owner of the logged stores named stores,
+// and a new tracker for the task (processor, partition). It refuses a store
+// that another processor owns, and a task whose previous incarnation still
+// has records in flight.
+func (p *Producer) claim(processor string, partition int32, stores []string) (*tracker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range stores {
+		if o, ok := p.owners[s]; ok && o != processor {
+			return nil, fmt.Errorf("changelog: store %q of processor %q is already the store of processor %q: a store name (and its changelog topic) belongs to one processor", s, processor, o)
+		}
+	}
+	k := taskKey{processor, partition}
+	if old := p.trackers[k]; old != nil {
+		if n := old.inFlight(); n > 0 {
+			return nil, &InFlightError{Processor: processor, Partition: partition, Records: n}
+		}
+	}
+	for _, s := range stores {
+		p.owners[s] = processor
+	}
+	t := newTracker(p)
+	p.trackers[k] = t
+	return t, nil
+}
+
+// release forgets the tracker of a closed task once it has nothing in flight.
+func (p *Producer) release(processor string, partition int32, t *tracker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := taskKey{processor, partition}
+	if p.trackers[k] == t && t.inFlight() == 0 {
+		delete(p.trackers, k)
+	}
 }
 
 // honoursPartition probes a partitioner with records that name their partition.
@@ -118,29 +172,39 @@ func (t *tracker) done(r *kgo.Record, err error) {
 	}
 }
 
+// inFlight returns the number of records produced and not yet acknowledged or failed.
+func (t *tracker) inFlight() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending
+}
+
 // wait blocks until every record produced so far is acknowledged or failed,
 // then returns the highest acknowledged offset per partition since the last
-// wait, or the first failure.
+// wait, or the first failure. It waits for the records in flight even after
+// a failure, so that a task reopened after a failed commit finds every record
+// of its previous incarnation in the log (or knows it never will be); when
+// ctx ends first, the error says so and the records stay tracked.
 func (t *tracker) wait(ctx context.Context) (map[topicPartition]int64, error) {
 	for {
 		t.mu.Lock()
-		if t.err != nil {
-			err := t.err
-			t.mu.Unlock()
-			return nil, err
-		}
 		if t.pending == 0 {
+			err := t.err
 			acked := t.acked
 			t.acked = make(map[topicPartition]int64)
 			t.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
 			return acked, nil
 		}
-		idle := t.idle
+		idle, pending, failed := t.idle, t.pending, t.err
 		t.mu.Unlock()
 		select {
 		case <-idle:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("changelog: waiting for acknowledgements: %w", ctx.Err())
+			err := fmt.Errorf("changelog: waiting for the acknowledgement of %d records: %w", pending, ctx.Err())
+			return nil, errors.Join(failed, err)
 		}
 	}
 }

@@ -88,14 +88,25 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	var logged []string
+	for _, s := range cfg.Stores {
+		if !s.LoggingDisabled {
+			logged = append(logged, s.Name)
+		}
+	}
+	tr, err := p.claim(cfg.Processor, cfg.Partition, logged)
+	if err != nil {
+		return nil, err
+	}
 	st, err := m.OpenTask(cfg.Processor, cfg.Partition)
 	if err != nil {
+		p.release(cfg.Processor, cfg.Partition, tr)
 		return nil, err
 	}
 	t := &Task{
 		cfg: cfg,
 		st:  st,
-		tr:  newTracker(p),
+		tr:  tr,
 		log: cfg.Logger.Named("changelog").With("processor", cfg.Processor, "partition", cfg.Partition),
 	}
 	for _, s := range cfg.Stores {
@@ -105,7 +116,8 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 			o.Changelog = &storeLog{tr: t.tr, topic: topic, partition: cfg.Partition}
 		}
 		if _, err := st.Open(s.Name, o); err != nil {
-			st.Close()
+			_ = st.Close()
+			p.release(cfg.Processor, cfg.Partition, tr)
 			return nil, err
 		}
 		if !s.LoggingDisabled {
@@ -247,5 +259,18 @@ func (t *Task) fail(err error) error {
 // Err returns the error that failed the task, or nil.
 func (t *Task) Err() error { return t.failed }
 
-// Close closes the task's stores, dropping its uncommitted writes. Records still in flight are not waited for.
-func (t *Task) Close() error { return t.st.Close() }
+// Close closes the task's stores, dropping its uncommitted writes, then waits
+// until the records it produced are acknowledged or failed, or ctx ends.
+//
+// Records produced since the last commit still reach the changelog (and are
+// restored by the task's next owner: at-least-once). If ctx ends first, Close
+// returns an error matching ErrInFlight, and OpenTask refuses the same task
+// with an *InFlightError until those records have landed.
+func (t *Task) Close(ctx context.Context) error {
+	err := t.st.Close()
+	if _, werr := t.tr.wait(ctx); werr != nil && ctx.Err() != nil {
+		err = errors.Join(err, fmt.Errorf("%w: %w", ErrInFlight, werr))
+	}
+	t.tr.p.release(t.cfg.Processor, t.cfg.Partition, t.tr)
+	return err
+}

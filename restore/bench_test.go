@@ -67,7 +67,7 @@ func BenchmarkRestoreVsConsume(b *testing.B) {
 		if got := rec.restored(); got != benchRecords {
 			b.Fatalf("restored %d", got)
 		}
-		_ = task.Close()
+		_ = task.Close(ctx)
 	}
 	total := float64(benchRecords * b.N)
 	consumeRate := total / consumeTime.Seconds()

@@ -89,9 +89,9 @@ type CheckpointError struct {
 	Store      string
 	Topic      string
 	Partition  int32
-	Checkpoint int64
-	LogStart   int64
-	LogEnd     int64
+	Checkpoint int64 // offset of the last record the store had applied
+	LogStart   int64 // first offset of the changelog partition
+	LogEnd     int64 // high watermark of the changelog partition
 	Reason     Reason
 }
 

@@ -16,9 +16,12 @@ import (
 // see that it reached the end; the probe parses the raw batches with
 // kgo.ProcessFetchPartition, which reports the exact next offset.
 //
-// It returns true when the target is done. It never declares done while a
-// data record before end exists: the consumer will deliver that record.
-func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
+// It returns true when the target is done, and otherwise the offset up to
+// which it found no data record: the caller may move the target's position
+// there, so that a long run of aborted records is crossed in several probes
+// instead of being rescanned by each. It never declares done while a data
+// record before end exists: the consumer will deliver that record.
+func (r *Restorer) probe(ctx context.Context, tg *target) (done bool, clear int64, err error) {
 	iso := kgo.ReadUncommitted()
 	if r.set.ReadCommitted {
 		iso = kgo.ReadCommitted()
@@ -27,13 +30,16 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
 	for range 16 {
 		leader, _, err := r.cl.PartitionLeader(tg.ls.Topic, tg.ls.Partition)
 		if err != nil {
-			return false, err
+			return false, pos, err
 		}
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
 		req.MaxWaitMillis = 0
 		req.MinBytes = 0
-		req.MaxBytes = 1 << 20
+		// The response limit is above the partition's, so that the partition
+		// limit ends the response: kfake omits a partition's aborted
+		// transactions when the response limit cuts it short.
+		req.MaxBytes = 4 << 20
 		if r.set.ReadCommitted {
 			req.IsolationLevel = 1
 		}
@@ -51,7 +57,7 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, r.cl.Broker(int(leader)))
 		if err != nil {
-			return false, err
+			return false, pos, err
 		}
 		var part *kmsg.FetchResponseTopicPartition
 		for i := range resp.Topics {
@@ -62,10 +68,10 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
 			}
 		}
 		if part == nil {
-			return false, fmt.Errorf("partition missing from the fetch response")
+			return false, pos, fmt.Errorf("partition missing from the fetch response")
 		}
 		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-			return false, err
+			return false, pos, err
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			KeepControlRecords: true,
@@ -75,23 +81,23 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (bool, error) {
 			Partition:          tg.ls.Partition,
 		}, part, kgo.DefaultDecompressor(), nil)
 		if fp.Err != nil {
-			return false, fp.Err
+			return false, pos, fp.Err
 		}
 		for _, rec := range fp.Records {
 			if rec.Offset >= tg.end {
 				break
 			}
 			if !rec.Attrs.IsControl() {
-				return false, nil
+				return false, rec.Offset, nil
 			}
 		}
 		if next >= tg.end {
-			return true, nil
+			return true, tg.end, nil
 		}
 		if next <= pos {
-			return false, nil
+			return false, pos, nil
 		}
 		pos = next
 	}
-	return false, nil
+	return false, pos, nil
 }

@@ -103,11 +103,15 @@ type target struct {
 	end   int64 // the restore is done when pos >= end; math.MaxInt64 for a standby
 	pos   int64 // next offset expected
 
-	total     int64
-	began     time.Time
-	lastMoved time.Time
-	done      bool
+	total         int64
+	began         time.Time
+	lastMoved     time.Time
+	probeFailures int // consecutive
+	done          bool
 }
+
+// maxProbeFailures is how many probes in a row may fail before a stalled restore gives up.
+const maxProbeFailures = 10
 
 type tpKey struct {
 	topic     string
@@ -136,17 +140,18 @@ func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error 
 			targets = append(targets, &target{proc: t.Processor(), ls: ls})
 		}
 	}
+	var err error
 	if len(targets) > 0 {
-		if err := r.run(ctx, targets, false); err != nil {
-			return err
-		}
+		err = r.run(ctx, targets, false)
 	}
+	// Export even after a failure: a wipe or the batches applied so far
+	// moved the checkpoints, and the file must not show the old ones.
 	for _, t := range tasks {
-		if err := t.ExportCheckpoints(); err != nil {
-			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", err)
+		if xerr := t.ExportCheckpoints(); xerr != nil {
+			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
 		}
 	}
-	return nil
+	return err
 }
 
 // run is the restore loop. With follow set (a standby, not yet exposed) it
@@ -263,12 +268,23 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 			if tg.done || time.Since(tg.lastMoved) < r.set.ProbeInterval {
 				continue
 			}
-			done, err := r.probe(ctx, tg)
+			done, clear, err := r.probe(ctx, tg)
 			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("restore: stopped: %w", ctx.Err())
 				}
-				r.log.Debug("probe failed", "processor", tg.proc, "store", tg.ls.Store, "partition", tg.ls.Partition, "offset", tg.pos, "error", err)
+				tg.probeFailures++
+				r.log.Warn("cannot tell whether the changelog has more records", "processor", tg.proc, "store", tg.ls.Store,
+					"partition", tg.ls.Partition, "offset", tg.pos, "topic", tg.ls.Topic, "attempt", tg.probeFailures, "error", err)
+				if tg.probeFailures >= maxProbeFailures {
+					return fmt.Errorf("restore: processor %s store %s: %s partition %d stalled at offset %d before its end %d, and %d probes failed: %w",
+						tg.proc, tg.ls.Store, tg.ls.Topic, tg.ls.Partition, tg.pos, tg.end, tg.probeFailures, err)
+				}
+			} else {
+				tg.probeFailures = 0
+				// Nothing but markers, aborted or compacted-away records lies
+				// before clear: the consumer will not deliver anything there.
+				tg.pos = max(tg.pos, clear)
 			}
 			tg.lastMoved = time.Now()
 			if done {
@@ -294,14 +310,19 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 	if err != nil {
 		return fmt.Errorf("restore: list start offsets: %w", err)
 	}
-	var ends kadm.ListedOffsets
-	if r.set.ReadCommitted {
-		ends, err = r.adm.ListCommittedOffsets(ctx, topics...)
-	} else {
-		ends, err = r.adm.ListEndOffsets(ctx, topics...)
-	}
+	// The high watermarks judge checkpoints; the restore ends at the last
+	// stable offset under read_committed. A transaction left open by another
+	// producer holds the last stable offset below records that a store may
+	// already have applied: that store is up to date, not corrupt.
+	hws, err := r.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("restore: list end offsets: %w", err)
+	}
+	ends := hws
+	if r.set.ReadCommitted {
+		if ends, err = r.adm.ListCommittedOffsets(ctx, topics...); err != nil {
+			return fmt.Errorf("restore: list last stable offsets: %w", err)
+		}
 	}
 	for _, tg := range targets {
 		topic, p := tg.ls.Topic, tg.ls.Partition
@@ -319,10 +340,11 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		tg.id = d.ID
 		so, ok1 := starts.Lookup(topic, p)
 		eo, ok2 := ends.Lookup(topic, p)
-		if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
-			return fmt.Errorf("restore: processor %s store %s: list offsets of %s partition %d: %w", tg.proc, tg.ls.Store, topic, p, errors.Join(so.Err, eo.Err, errMissing(ok1 && ok2)))
+		ho, ok3 := hws.Lookup(topic, p)
+		if !ok1 || !ok2 || !ok3 || so.Err != nil || eo.Err != nil || ho.Err != nil {
+			return fmt.Errorf("restore: processor %s store %s: list offsets of %s partition %d: %w", tg.proc, tg.ls.Store, topic, p, errors.Join(so.Err, eo.Err, ho.Err, errMissing(ok1 && ok2 && ok3)))
 		}
-		logStart, logEnd := so.Offset, eo.Offset
+		logStart, logEnd, hw := so.Offset, eo.Offset, ho.Offset
 		part := tg.ls.Part
 		tg.start = logStart
 		if !part.Persistent() {
@@ -334,10 +356,24 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 			if err != nil {
 				return err
 			}
+			if !has {
+				// Data without a checkpoint was never logged (logging was
+				// off when it was written): the changelog cannot vouch for
+				// it, so it goes before the full restore.
+				if dirty, err := part.HasData(); err != nil {
+					return err
+				} else if dirty {
+					r.log.Warn("local data without a checkpoint (was logging disabled?), wiping it and restoring from the start of the changelog",
+						"processor", tg.proc, "store", tg.ls.Store, "partition", p, "topic", topic)
+					if err := part.Wipe(); err != nil {
+						return err
+					}
+				}
+			}
 			if has {
 				var reason Reason
 				switch {
-				case cp.Offset >= logEnd:
+				case cp.Offset >= hw:
 					reason = BeyondEnd
 				case cp.Offset+1 < logStart:
 					reason = BeforeStart
@@ -346,10 +382,10 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 				}
 				if reason != 0 {
 					ce := &CheckpointError{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p,
-						Checkpoint: cp.Offset, LogStart: logStart, LogEnd: logEnd, Reason: reason}
+						Checkpoint: cp.Offset, LogStart: logStart, LogEnd: hw, Reason: reason}
 					r.log.Warn("local state not trusted, wiping it and restoring from the start of the changelog",
 						"processor", tg.proc, "store", tg.ls.Store, "partition", p, "offset", cp.Offset,
-						"reason", reason.String(), "log_start", logStart, "log_end", logEnd, "topic", topic)
+						"reason", reason.String(), "log_start", logStart, "log_end", hw, "topic", topic)
 					r.lis.OnCheckpointDiscarded(ce)
 					if err := part.Wipe(); err != nil {
 						return err
@@ -367,7 +403,7 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		tg.pos = tg.start
 		tg.began = time.Now()
 		tg.lastMoved = tg.began
-		r.lis.OnRestoreStart(StartEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p, StartOffset: tg.start, EndOffset: logEnd})
+		r.lis.OnRestoreStart(StartEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p, StartOffset: tg.start, EndOffset: max(logEnd, tg.start)})
 		if tg.start >= tg.end {
 			r.finish(tg)
 		}

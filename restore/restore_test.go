@@ -89,7 +89,7 @@ func TestWarmRestart(t *testing.T) {
 	if err := task.Commit(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	_ = task.Close()
+	_ = task.Close(ctx)
 	// Another instance ran the task for a while.
 	e.produce(t, changelog.TopicName(app, "kv"), 0, 100, 37, 10)
 
@@ -160,7 +160,7 @@ func TestInterruptedRestoreResumes(t *testing.T) {
 			if int64(applied) != last+1 {
 				t.Fatalf("%d keys applied but checkpoint %d", applied, last)
 			}
-			_ = task.Close()
+			_ = task.Close(ctx)
 
 			task = e.task(t, 2, kv)
 			rec2 := &recorder{}
@@ -191,7 +191,7 @@ func TestTruncatedChangelog(t *testing.T) {
 	if err := task.Commit(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	_ = task.Close()
+	_ = task.Close(ctx)
 	e.produce(t, topic, 0, 100, 100, 25)
 	resp, err := e.adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: 150}}})
 	if err != nil || resp.Error() != nil {
@@ -238,7 +238,7 @@ func TestRecreatedChangelog(t *testing.T) {
 			if err := task.Commit(ctx, nil); err != nil {
 				t.Fatal(err)
 			}
-			_ = task.Close()
+			_ = task.Close(ctx)
 			if _, err := e.adm.DeleteTopic(ctx, topic); err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +276,7 @@ func TestMemoryStoreRestoresFully(t *testing.T) {
 	spec := changelog.StoreSpec{Name: "mem", Backend: store.Memory}
 	task := e.task(t, 0, spec)
 	want := writeState(t, task, "mem")
-	_ = task.Close()
+	_ = task.Close(ctx)
 	for range 2 {
 		task = e.task(t, 0, spec)
 		if got := dump(t, task.Store("mem")); len(got) != 0 {
@@ -294,7 +294,7 @@ func TestMemoryStoreRestoresFully(t *testing.T) {
 				t.Fatalf("memory store state differs")
 			}
 		}
-		_ = task.Close()
+		_ = task.Close(ctx)
 	}
 }
 

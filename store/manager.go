@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -30,7 +31,7 @@ type Settings struct {
 	MemoryBytes int64
 	// MaxUncommittedBytes is the size of a task's uncommitted writes (write buffer, coalescing caches, memory-store overlays) above which Task.NeedsCommit reports true, asking the runtime for an early commit. Default DefaultMaxUncommittedBytes (64 MiB).
 	MaxUncommittedBytes int64
-	// SyncCommits makes every commit (Task.Apply) fsync Pebble's write-ahead log before it returns. Default false: the commit is handed to the WAL, which Pebble writes in the background without fsync, so a crash (even a killed process) may drop the last commits, data and checkpoint together, never one without the other; the restore then replays them from the changelog, which holds every acknowledged record. Restore batches never fsync; wipes always do.
+	// SyncCommits makes every commit (Task.Apply) fsync Pebble's write-ahead log before it returns. Default false: a commit whose writes all go to logged stores is appended to the WAL without fsync. Pebble hands a WAL block to the operating system only when the block (32 KiB) fills or a sync is requested, so a killed process may drop its last commits (data and checkpoint together, never one without the other); the restore then replays them from the changelog, which holds every acknowledged record. A commit that writes to a Pebble store with logging disabled is always synced: nothing could restore it. Restore batches never fsync; wipes always do.
 	SyncCommits bool
 	// SkipLock leaves <Dir>/LOCK alone, for a runtime that already holds it. Default false: Open takes an exclusive flock on <Dir>/LOCK, released when the process dies.
 	SkipLock bool
@@ -133,8 +134,8 @@ func (m *Manager) Settings() Settings { return m.set }
 // <Dir>/tasks/<processor>_<partition>. A task can be open once at a time.
 func (m *Manager) OpenTask(processor string, partition int32) (*Task, error) {
 	id := TaskID{processor, partition}
-	if processor == "" {
-		return nil, errors.New("store: empty processor name")
+	if err := checkName(processor); err != nil {
+		return nil, fmt.Errorf("store: processor name: %w", err)
 	}
 	if partition < 0 {
 		return nil, fmt.Errorf("store: task %s: negative partition", id)
@@ -154,6 +155,19 @@ func (m *Manager) OpenTask(processor string, partition int32) (*Task, error) {
 	t := newTask(m, id, dir)
 	m.tasks[id] = t
 	return t, nil
+}
+
+// checkName refuses a processor name that cannot be a directory name under tasks/.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not allowed", name)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("%q contains a path separator or NUL", name)
+	}
+	return nil
 }
 
 // Stats describes the memory of the instance's Pebble database.
@@ -176,6 +190,9 @@ func (m *Manager) Stats() Stats {
 }
 
 // Close closes every open task (dropping their uncommitted writes), then the database, then releases the lock.
+//
+// Tasks are not safe for concurrent use: stop the goroutines that use them
+// (or close the tasks) before Close.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {

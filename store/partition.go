@@ -116,6 +116,25 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	return nil
 }
 
+// HasData reports whether the partition's committed state holds any key.
+func (p *Partition) HasData() (bool, error) {
+	if err := p.t.check(); err != nil {
+		return false, err
+	}
+	if p.backend == Memory {
+		return p.mem.data.Len() > 0, nil
+	}
+	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
+	if err != nil {
+		return false, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return false, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
+	}
+	return found, nil
+}
+
 // Wipe deletes the partition's data and checkpoint (durably, for Pebble).
 func (p *Partition) Wipe() error {
 	if err := p.t.check(); err != nil {

@@ -38,6 +38,7 @@ func (s *pebbleStore) Put(key, value []byte) error {
 	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
 	}
+	t.unloggedWrites = t.unloggedWrites || !s.p.logged
 	return nil
 }
 
@@ -49,6 +50,7 @@ func (s *pebbleStore) Delete(key []byte) error {
 	if err := t.batch.Delete(s.p.key(key), nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: delete: %w", t.id, s.p.name, err)
 	}
+	t.unloggedWrites = t.unloggedWrites || !s.p.logged
 	return nil
 }
 

@@ -354,7 +354,33 @@ func TestRestoreOps(t *testing.T) {
 		if _, ok, _ := p.Checkpoint(); ok {
 			t.Fatal("checkpoint survived wipe")
 		}
+		if has, err := p.HasData(); err != nil || has {
+			t.Fatalf("HasData after wipe = %v, %v", has, err)
+		}
+		mustPut(t, s, "z", "1")
+		if has, _ := p.HasData(); has {
+			t.Fatal("HasData sees an uncommitted write")
+		}
+		if err := task.Apply(nil); err != nil {
+			t.Fatal(err)
+		}
+		if has, err := p.HasData(); err != nil || !has {
+			t.Fatalf("HasData after a commit = %v, %v", has, err)
+		}
 	})
+}
+
+// TestTaskNames checks that a processor name cannot put a task directory outside tasks/.
+func TestTaskNames(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	for _, name := range []string{"", ".", "..", "a/b", "../x", `a\b`, "a\x00b"} {
+		if task, err := m.OpenTask(name, 0); err == nil {
+			t.Errorf("OpenTask(%q) succeeded, dir %s", name, task.Dir())
+		}
+	}
+	if _, err := m.OpenTask("word-count.v2", 0); err != nil {
+		t.Errorf("a plain name was refused: %v", err)
+	}
 }
 
 // TestNeedsCommit checks the early-commit signal against MaxUncommittedBytes.

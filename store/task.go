@@ -33,6 +33,10 @@ type Task struct {
 
 	closed  bool
 	failErr error
+
+	// unloggedWrites is set when the batch holds writes to a Pebble store
+	// without a changelog: nothing could restore them, so Apply syncs.
+	unloggedWrites bool
 }
 
 // invalidator is an open iterator that a commit or close must stop.
@@ -209,13 +213,18 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 		}
 	}
 	if !t.batch.Empty() {
-		if err := t.batch.Commit(t.m.wo); err != nil {
+		wo := t.m.wo
+		if t.unloggedWrites {
+			wo = pebble.Sync
+		}
+		if err := t.batch.Commit(wo); err != nil {
 			err = fmt.Errorf("store: task %s: apply batch: %w", t.id, err)
 			t.Fail(err)
 			return err
 		}
 		_ = t.batch.Close()
 		t.batch = t.m.db.NewIndexedBatch()
+		t.unloggedWrites = false
 	}
 	for _, p := range t.order {
 		if p.mem != nil {
