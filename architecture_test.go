@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,38 +44,47 @@ var rules = []rule{
 		why: "the host serves guests, it does not link them"},
 }
 
+// eachImport calls fn with every import of every non-test Go file under dir, skipping
+// testdata, hidden folders and the folders named in skip.
+func eachImport(t *testing.T, dir string, skip []string, fn func(path, imp string)) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || slices.Contains(skip, d.Name())) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			fn(path, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", dir, err)
+	}
+}
+
 func TestImportDirections(t *testing.T) {
 	for _, r := range rules {
 		if _, err := os.Stat(r.dir); os.IsNotExist(err) {
 			continue
 		}
-		err := filepath.WalkDir(r.dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				for _, bad := range r.forbid {
-					if strings.HasPrefix(p, bad) || p == strings.TrimSuffix(bad, "/") {
-						t.Errorf("%s imports %s: %s", path, p, r.why)
-					}
+		eachImport(t, r.dir, nil, func(path, p string) {
+			for _, bad := range r.forbid {
+				if strings.HasPrefix(p, bad) || p == strings.TrimSuffix(bad, "/") {
+					t.Errorf("%s imports %s: %s", path, p, r.why)
 				}
 			}
-			return nil
 		})
-		if err != nil {
-			t.Fatalf("walking %s: %v", r.dir, err)
-		}
 	}
 }
 
@@ -87,39 +97,12 @@ func TestThirdPartyContainment(t *testing.T) {
 		"github.com/twmb/franz-go/pkg/kgo":  {"changelog", "restore", "host", "cmd", "internal"},
 		"github.com/twmb/franz-go/pkg/kadm": {"changelog", "restore", "host", "cmd", "internal"},
 	}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || d.Name() == "bench") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
+	eachImport(t, ".", []string{"bench"}, func(path, p string) {
 		top := strings.SplitN(filepath.ToSlash(path), "/", 2)[0]
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			for lib, allowed := range owners {
-				if !strings.HasPrefix(p, lib) {
-					continue
-				}
-				ok := false
-				for _, a := range allowed {
-					ok = ok || top == a
-				}
-				if !ok {
-					t.Errorf("%s imports %s, which only %v may use", path, p, allowed)
-				}
+		for lib, allowed := range owners {
+			if strings.HasPrefix(p, lib) && !slices.Contains(allowed, top) {
+				t.Errorf("%s imports %s, which only %v may use", path, p, allowed)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
