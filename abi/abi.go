@@ -95,7 +95,8 @@ const (
 	CodeStoreFailed int32 = -9
 	// CodeEmitFailed: the host could not take the output record; the batch will fail.
 	CodeEmitFailed int32 = -10
-	// CodeLimit: a host limit was reached (open iterators).
+	// CodeLimit: a host limit was reached: MaxOpenIterators open iterators, or an emit
+	// larger than MaxEmitBytes or with more than MaxEmitHeaders headers. Nothing changed.
 	CodeLimit int32 = -11
 	// CodeProcessorFailed is returned by a guest from statehost_process_batch or statehost_init
 	// when its own logic failed; set_error says why.
@@ -150,4 +151,11 @@ const (
 	MaxLogLen = 64 << 10
 	// MaxErrorLen is the longest set_error message kept; longer ones are truncated.
 	MaxErrorLen = 4 << 10
+	// MaxEmitBytes is the most bytes one emit may carry: key_len + val_len + hdr_len, a null
+	// key or value counting 0. A larger emit returns CodeLimit. It is Kafka's scale: a
+	// producer's default max.request.size and a broker's default message.max.bytes are
+	// about 1 MiB, so a larger record would be refused downstream anyway.
+	MaxEmitBytes = 1 << 20
+	// MaxEmitHeaders is the most headers one emit may carry; more return CodeLimit.
+	MaxEmitHeaders = 1024
 )

@@ -106,6 +106,7 @@ func TestHeaderAgrees(t *testing.T) {
 		"SH_LEVEL_INFO": int64(LevelInfo), "SH_LEVEL_WARN": int64(LevelWarn), "SH_LEVEL_ERROR": int64(LevelError),
 		"SH_MAX_NAME_LEN": MaxNameLen, "SH_MAX_OPEN_ITERATORS": MaxOpenIterators,
 		"SH_MAX_LOG_LEN": MaxLogLen, "SH_MAX_ERROR_LEN": MaxErrorLen,
+		"SH_MAX_EMIT_BYTES": MaxEmitBytes, "SH_MAX_EMIT_HEADERS": MaxEmitHeaders,
 		"SH_RECORD_OFFSET_AT": RecordOffsetAt, "SH_RECORD_TIMESTAMP_AT": RecordTimestampAt,
 		"SH_RECORD_PARTITION_AT": RecordPartitionAt, "SH_RECORD_TOPIC_LEN_AT": RecordTopicLenAt,
 		"SH_RECORD_KEY_LEN_AT": RecordKeyLenAt, "SH_RECORD_VALUE_LEN_AT": RecordValueLenAt,

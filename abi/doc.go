@@ -32,14 +32,21 @@
 // lacks a required export or whose export has a different signature. Every refusal names the
 // file and what is wrong.
 //
+// A guest must not have a start section (the WebAssembly start function, which runs on every
+// instantiation, before the host can bound it in time): the host refuses such a module when
+// it loads it, without running it. A reactor has no use for one; run setup code in
+// _initialize (where Go and wasi-libc run their initializers and C constructors) or in
+// statehost_init.
+//
 // Imports: a guest may import functions only from the module "statehost" (the functions
 // below) and from "wasi_snapshot_preview1" (Go's wasip1 runtime and wasi-libc need it). Any
 // other import, an import of memory, and an import of a "statehost" function that does not
 // exist or has another signature are refused at load time. WASI is sandboxed: no preopened
 // directories, no environment, no arguments, no sockets; the clocks are fake and the random
 // source is deterministic. What the guest writes to stdout or stderr goes to the host's log
-// (stdout at debug, stderr at warn, one entry per line), and the start of what the failing
-// call wrote to stderr is attached to its error (this is where a Go panic message lands).
+// (stdout at debug, stderr at warn, one entry per line; a line longer than 4 KiB is cut
+// there and the rest of it is dropped), and the first 1 KiB of what the failing call wrote to
+// stderr is attached to its error (this is where a Go panic message lands).
 //
 // # Values and pointers
 //
@@ -66,6 +73,7 @@
 //
 // CodeStoreFailed and CodeEmitFailed report a failure of the host (a store or the producer):
 // the batch fails after the guest returns, whatever it returns, and the instance is discarded.
+// The failure is attributed to the record that was current when the host call failed.
 //
 // # Imported functions (module "statehost")
 //
@@ -103,7 +111,10 @@
 //	    Closes the iterator; its handle becomes invalid.
 //
 // Iterator handles are valid until iter_close or the end of the guest call that opened them
-// (statehost_process_batch or statehost_init): the host closes leftovers then. At most
+// (statehost_process_batch or statehost_init): the host closes leftovers then. A handle is an
+// opaque number >= 0. Once closed it stays invalid (CodeBadHandle from iter_next and
+// iter_close) even when other iterators are opened later: the host does not hand out the
+// same handle again before 2^23 further iterators have been opened. At most
 // MaxOpenIterators may be open at once (CodeLimit). Whether entries written to a store while
 // an iterator on it is open are seen by that iterator is not specified: do not rely on it.
 // Keys may be empty; keys are never null (CodeBadArgument).
@@ -114,7 +125,10 @@
 //	    Advances to the next record of the batch, makes it the current record, and writes it
 //	    into buf (see "Record encoding"); returns the number of bytes written (at least
 //	    RecordHeaderSize), or 0 at the end of the batch, after which there is no current
-//	    record. On CodeBufferTooSmall the cursor does not move.
+//	    record. On CodeBufferTooSmall the cursor does not move (the previous record stays
+//	    current), but until a record_next succeeds the host attributes a failure of the call
+//	    (a trap, running out of memory while growing the buffer, a timeout) to the record
+//	    being fetched: it is the one the guest could not handle.
 //	record_headers(buf_ptr, buf_cap) -> bytes
 //	    Writes the current record's headers as a sequence of entries (see "Entry encoding"),
 //	    in their original order, and returns the number of bytes written (0 if none).
@@ -128,15 +142,20 @@
 //	    as a sequence of entries (hdr_len 0: no headers; header keys are never null). The
 //	    record gets the current record's timestamp; the host partitions it by key. The host
 //	    copies everything before it returns. CodeNoRecord without a current record;
-//	    CodeBadHandle if output is not a declared index.
+//	    CodeBadHandle if output is not a declared index; CodeLimit, and nothing is emitted,
+//	    if key_len + val_len + hdr_len (a null key or value counting 0) exceeds MaxEmitBytes
+//	    (1 MiB) or the headers number more than MaxEmitHeaders (1024). The emit may block
+//	    while the host's producer is busy; that time counts towards the call's time limit.
 //	log(level, msg_ptr, msg_len) -> 0
 //	    Writes msg to the host's log at level (LevelTrace..LevelError), tagged with the
 //	    processor, the partition and the current record's offset. Messages longer than
-//	    MaxLogLen are truncated.
+//	    MaxLogLen bytes are truncated, and bytes that are not valid UTF-8 (including a
+//	    character cut by the truncation) are replaced by U+FFFD.
 //	set_error(msg_ptr, msg_len) -> 0
 //	    Sets the message that describes the guest's failure; the host reports it if the
-//	    current guest call returns non-zero. Longer than MaxErrorLen is truncated. The message
-//	    is cleared at the start of each guest call.
+//	    current guest call returns non-zero. Longer than MaxErrorLen bytes is truncated, and
+//	    invalid UTF-8 is replaced by U+FFFD, as for log. The message is cleared at the start of
+//	    each guest call.
 //	buffer_needed() -> bytes
 //	    The capacity needed by the most recent call that returned CodeBufferTooSmall.
 //
@@ -182,11 +201,16 @@
 // One batch:
 //
 //  1. The host calls statehost_process_batch(count), count >= 1 records.
-//  2. The guest calls record_next until it returns 0, and for each record may call the state
+//  2. The guest calls record_next to take each record, and for each record may call the state
 //     functions, emit, record_headers, log and set_error. Exactly one record is current from
 //     one record_next to the next: the host attributes every call and any failure to it.
-//  3. The guest returns 0 on success. Returning before record_next returned 0 is a protocol
-//     error. Returning non-zero fails the batch; conventionally the code is negative, and
+//     Before the first record_next, failures are attributed to the batch's first record;
+//     see record_next for CodeBufferTooSmall.
+//  3. The guest returns 0 on success, once it has taken every record: count calls of
+//     record_next have returned a record. It may call record_next once more, which returns
+//     0, but need not: a guest that counts records may return right after the last one.
+//     Returning 0 before every record has been taken is a protocol error that fails the
+//     batch. Returning non-zero fails the batch; conventionally the code is negative, and
 //     CodeProcessorFailed says the guest's own logic failed (with set_error to say why).
 //
 // The whole call is bounded in time (statehost default: 10 s); a guest that runs longer is

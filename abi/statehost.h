@@ -9,6 +9,9 @@
  *   clang --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi \
  *     -L/usr/lib/wasm32-wasi -O2 -mexec-model=reactor -nodefaultlibs -lc \
  *     -I abi -o guest.wasm guest.c
+ *
+ * A guest must not have a start section (the host refuses it): run setup in constructors
+ * (called by _initialize) or in statehost_init.
  */
 #ifndef STATEHOST_H
 #define STATEHOST_H
@@ -48,6 +51,8 @@
 #define SH_MAX_OPEN_ITERATORS 16
 #define SH_MAX_LOG_LEN 65536
 #define SH_MAX_ERROR_LEN 4096
+#define SH_MAX_EMIT_BYTES 1048576 /* key_len + val_len + hdr_len of one emit (null counts 0) */
+#define SH_MAX_EMIT_HEADERS 1024  /* headers of one emit */
 
 /* Record header written by record_next (little-endian, unaligned). */
 #define SH_RECORD_OFFSET_AT 0        /* int64 Kafka offset */

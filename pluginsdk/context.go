@@ -3,6 +3,7 @@ package pluginsdk
 import (
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/statehost/statehost/abi"
 )
@@ -103,9 +104,23 @@ func (c *procCtx) Headers() ([]Header, error) {
 	return c.headers, nil
 }
 
-func (c *procCtx) Store(name string) *Store { return g.store(name) }
+func (c *procCtx) Store(name string) *Store {
+	// Fast path: the same name as last time, usually the very same string literal (no
+	// byte comparison, no call).
+	if s := g.lastStore; s != nil && len(s.name) == len(name) && unsafe.StringData(s.name) == unsafe.StringData(name) {
+		return s
+	}
+	s := g.store(name)
+	g.lastStore = s
+	return s
+}
 
-func (c *procCtx) Emit(key, value []byte) error { return emit(0, key, value, nil) }
+func (c *procCtx) Emit(key, value []byte) error {
+	if code := hEmit(0, key, value, nil); code < 0 {
+		return opError("emit", code)
+	}
+	return nil
+}
 
 func (c *procCtx) EmitTo(output string, key, value []byte) error {
 	return c.Send(Message{Output: output, Key: key, Value: value})

@@ -94,16 +94,26 @@ func hOutputOpen(name string) int32 {
 	return importOutputOpen(p, n)
 }
 
+// The wrappers on the per-record path (hRecordNext, hStateGet, hStatePut, hEmit) pass their
+// arguments straight through, with as little work as possible: in wasm every Go call and
+// branch on that path costs (hRecordNext and hStateGet fit the inlining budget).
+
 func hStateGet(store int32, key, buf []byte) int32 {
-	kp, kn := nonNull(key)
-	bp, bn := nonNull(buf)
-	return importStateGet(store, kp, kn, bp, bn)
+	return importStateGet(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)),
+		unsafe.Pointer(unsafe.SliceData(buf)), int32(len(buf)))
 }
 
 func hStatePut(store int32, key, value []byte) int32 {
-	kp, kn := nonNull(key)
-	vp, vn := ptr(value)
-	return importStatePut(store, kp, kn, vp, vn)
+	return importStatePut(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)),
+		unsafe.Pointer(unsafe.SliceData(value)), nullableLen(value))
+}
+
+// nullableLen is the length of b, NullLen for nil.
+func nullableLen(b []byte) int32 {
+	if b == nil {
+		return abi.NullLen
+	}
+	return int32(len(b))
 }
 
 func hStateDelete(store int32, key []byte) int32 {
@@ -140,10 +150,9 @@ func hRecordHeaders(buf []byte) int32 {
 }
 
 func hEmit(output int32, key, value, hdrs []byte) int32 {
-	kp, kn := ptr(key)
-	vp, vn := ptr(value)
-	hp, hn := nonNull(hdrs)
-	return importEmit(output, kp, kn, vp, vn, hp, hn)
+	return importEmit(output, unsafe.Pointer(unsafe.SliceData(key)), nullableLen(key),
+		unsafe.Pointer(unsafe.SliceData(value)), nullableLen(value),
+		unsafe.Pointer(unsafe.SliceData(hdrs)), int32(len(hdrs)))
 }
 
 func hLog(level int32, msg string) int32 {

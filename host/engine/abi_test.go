@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +14,8 @@ import (
 
 // TestBadPointers has a C guest call every host function with out-of-bounds pointers,
 // wrapping lengths, negative lengths and bad handles: each must answer its code, never
-// panic or trap, and the instance must stay usable.
+// panic or trap, and the instance must stay usable. Regions whose end wraps past 2^32 to a
+// small address are refused; regions that end exactly at the end of memory are accepted.
 func TestBadPointers(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	r := newRig(t, "s")
@@ -38,6 +40,14 @@ func TestBadPointers(t *testing.T) {
 		"store_open_empty": abi.CodeBadArgument, "store_open_long": abi.CodeBadArgument,
 		"store_open_oob": abi.CodeOutOfBounds, "store_open_unknown": abi.CodeUnknownStore,
 		"output_open_unknown": abi.CodeUnknownOutput, "output_open_first": 0,
+		// 0xFFFFFFF0 + 0x20 wraps to 0x10, 0xFFFFFFFF + 1 to 0: both out of bounds.
+		"get_key_wraps_small": abi.CodeOutOfBounds, "get_buf_wraps_small": abi.CodeOutOfBounds,
+		"put_val_wraps_small": abi.CodeOutOfBounds, "log_wraps_to_zero": abi.CodeOutOfBounds,
+		"emit_hdr_wraps_small": abi.CodeOutOfBounds,
+		// At the end of memory: (size, 0) and (size-n, n) are valid, (size, 1) is not.
+		"get_key_at_end_empty": abi.CodeNotFound, "get_buf_at_end_empty": abi.CodeBufferTooSmall,
+		"get_buf_last_5": 5, "get_buf_last_5_written": 1, "get_buf_last_5_plus_1": abi.CodeOutOfBounds,
+		"log_last_byte": 0, "log_at_end_1": abi.CodeOutOfBounds, "put_key_at_end_1": abi.CodeOutOfBounds,
 	}
 	for name, code := range want {
 		if got, ok := codes[name]; !ok {
@@ -182,5 +192,151 @@ func TestSandbox(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "[DEBUG] guest: hello on stdout: partition=0 processor=probe stream=stdout") {
 		t.Errorf("guest stdout not in the log:\n%s", logs)
+	}
+}
+
+// TestEmitLimits checks abi.MaxEmitBytes and abi.MaxEmitHeaders from C: an emit past either
+// is refused with CodeLimit before the host copies anything (a 50 MB header region of
+// empty entries, 6,250,000 headers, once made the host allocate over a GB), and emits
+// exactly at the limits go through whole.
+func TestEmitLimits(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	r := newRig(t)
+	in := instantiate(t, e, "probe", r.task("probe", "out"))
+	if err := in.ProcessBatch(context.Background(), recs("limits")); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]string{}
+	var passed []OutputRecord
+	for _, rec := range r.emitted.recs {
+		if strings.HasPrefix(string(rec.Key), "emit_") || string(rec.Key) == "calloc" {
+			codes[string(rec.Key)] = string(rec.Value)
+		} else {
+			passed = append(passed, rec)
+		}
+	}
+	want := map[string]int32{
+		"emit_hdr_50mb": abi.CodeLimit, "emit_hdr_count_over": abi.CodeLimit, "emit_hdr_count_max": 0,
+		"emit_value_over": abi.CodeLimit, "emit_key_over": abi.CodeLimit, "emit_value_max": 0,
+		"emit_null_key_value_max": 0, "emit_all_max": 0, "emit_all_over": abi.CodeLimit,
+	}
+	for name, code := range want {
+		if got := codes[name]; got != strconv.Itoa(int(code)) {
+			t.Errorf("%s = %q, want %d (%s)", name, got, code, abi.CodeText(code))
+		}
+	}
+	if len(codes) != len(want) {
+		t.Errorf("probe reported %v, want %d results", codes, len(want))
+	}
+	// What went through, in order: 1024 headers; a value of MaxEmitBytes-1; a null key and
+	// a value of MaxEmitBytes; a value of MaxEmitBytes-9 and one header.
+	type shape struct{ key, value, headers int }
+	var got []shape
+	for _, rec := range passed {
+		got = append(got, shape{int(lenOrNull(rec.Key)), int(lenOrNull(rec.Value)), len(rec.Headers)})
+	}
+	wantShapes := []shape{{1, 1, abi.MaxEmitHeaders}, {1, abi.MaxEmitBytes - 1, 0}, {-1, abi.MaxEmitBytes, 0}, {1, abi.MaxEmitBytes - 9, 1}}
+	if !slices.Equal(got, wantShapes) {
+		t.Errorf("emitted (key, value, headers) = %v, want %v", got, wantShapes)
+	}
+}
+
+// TestCopyHeadersAllocs checks that the headers of an emit cost the host three
+// allocations whatever their number (the []Header, one string of keys, one []byte of
+// values), and that the copies are right: null and empty values, empty keys.
+func TestCopyHeadersAllocs(t *testing.T) {
+	var enc []byte
+	for i := range 100 {
+		var v []byte
+		switch i % 3 {
+		case 0:
+			v = fmt.Appendf(nil, "value%d", i)
+		case 1:
+			v = []byte{}
+		}
+		enc = abi.AppendEntry(enc, fmt.Appendf(nil, "h%d", i), v)
+	}
+	enc = abi.AppendEntry(enc, nil, []byte("empty key"))
+	hs, code := copyHeaders(enc)
+	if code != abi.CodeOK || len(hs) != 101 {
+		t.Fatalf("copyHeaders = %d headers, code %d", len(hs), code)
+	}
+	for i, h := range hs[:100] {
+		want := fmt.Sprintf("h%d", i)
+		switch {
+		case h.Key != want:
+			t.Fatalf("header %d key %q, want %q", i, h.Key, want)
+		case i%3 == 0 && string(h.Value) != fmt.Sprintf("value%d", i):
+			t.Fatalf("header %d value %q", i, h.Value)
+		case i%3 == 1 && (h.Value == nil || len(h.Value) != 0):
+			t.Fatalf("header %d value %#v, want empty", i, h.Value)
+		case i%3 == 2 && h.Value != nil:
+			t.Fatalf("header %d value %#v, want null", i, h.Value)
+		}
+	}
+	if hs[100].Key != "" || string(hs[100].Value) != "empty key" {
+		t.Fatalf("last header = %+v", hs[100])
+	}
+	// Values do not overlap: appending to one does not change the next.
+	_ = append(hs[0].Value, 'X')
+	if string(hs[3].Value) != "value3" {
+		t.Fatalf("header values share capacity: %q", hs[3].Value)
+	}
+	if n := testing.AllocsPerRun(20, func() { hs, _ = copyHeaders(enc) }); n > 3 {
+		t.Errorf("copyHeaders of 101 headers: %v allocations, want at most 3", n)
+	}
+	tooMany := make([]byte, (abi.MaxEmitHeaders+1)*abi.EntryHeaderSize)
+	if n := testing.AllocsPerRun(5, func() { _, code = copyHeaders(tooMany) }); code != abi.CodeLimit || n != 0 {
+		t.Errorf("copyHeaders of %d headers: code %d after %v allocations, want CodeLimit and none", abi.MaxEmitHeaders+1, code, n)
+	}
+}
+
+// TestIteratorHandles checks that the handle of a closed iterator stays invalid when its
+// slot is reused, within a call and across calls.
+func TestIteratorHandles(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	r := newRig(t, "s")
+	in := instantiate(t, e, "probe", r.task("probe", "out"))
+	ctx := context.Background()
+	if err := in.ProcessBatch(ctx, recs("put", "stale", "keep")); err != nil {
+		t.Fatal(err)
+	}
+	// An iterator left open by one batch is closed by the host at its end; the next batch
+	// opens one in the same slot, then uses the old handle.
+	if err := in.ProcessBatch(ctx, recs("keep")); err != nil {
+		t.Fatal(err)
+	}
+	codes := r.emitted.values()
+	want := map[string]int32{
+		"stale_first_ok": 1, "stale_first_close": 0, "stale_second_ok": 1, "stale_differ": 1,
+		"stale_next": abi.CodeBadHandle, "stale_close": abi.CodeBadHandle,
+		"stale_second_next": 0, "stale_second_close": 0, "stale_second_again": abi.CodeBadHandle,
+		"kept_next": abi.CodeBadHandle,
+	}
+	for name, code := range want {
+		if got := codes[name]; got != strconv.Itoa(int(code)) {
+			t.Errorf("%s = %q, want %d (%s)", name, got, code, abi.CodeText(code))
+		}
+	}
+}
+
+// TestBatchComplete checks when the host accepts a batch: once the guest has taken every
+// record, whether or not it made the final record_next that returns 0; a guest that returns
+// success earlier breaks the protocol.
+func TestBatchComplete(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	ctx := context.Background()
+	r := newRig(t, "s")
+	in := instantiate(t, e, "probe", r.task("probe", "out"))
+	// "skip" returns success at once: as the last record, every record has been taken.
+	if err := in.ProcessBatch(ctx, recs("put", "skip")); err != nil {
+		t.Fatalf("success after taking every record, without the final record_next: %v", err)
+	}
+	if got := dump(t, r.stores["s"])["a1"]; got != "x" {
+		t.Errorf("a1 = %q, want x", got)
+	}
+	err := in.ProcessBatch(ctx, recs("put", "skip", "put"))
+	if ge := guestError(t, err, ErrProtocol); ge.Offset != 101 || !strings.Contains(err.Error(), "after taking 2 of 3 records") {
+		t.Errorf("success after 2 of 3 records: %v", err)
 	}
 }

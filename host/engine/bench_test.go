@@ -101,7 +101,7 @@ func lineBatches(nBatches, size int) [][]Record {
 // discard is an Emitter that drops records, as a producer's buffer would take them.
 type discard struct{ n int }
 
-func (d *discard) Emit(OutputRecord) error { d.n++; return nil }
+func (d *discard) Emit(context.Context, OutputRecord) error { d.n++; return nil }
 
 // benchTask is a task whose emitted records are discarded, and its rig.
 func benchTask(b *testing.B, processor string, stores ...string) (Task, *rig) {

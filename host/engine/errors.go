@@ -17,14 +17,16 @@ var (
 	ErrOutOfMemory = errors.New("engine: guest out of memory")
 	// ErrTimeout: the guest call ran past Config.BatchTimeout and was stopped.
 	ErrTimeout = errors.New("engine: guest call timed out")
-	// ErrCanceled: the context of the call was canceled and the guest was stopped.
+	// ErrCanceled: the context of the call was canceled and the guest was stopped. With
+	// Config.BatchTimeout < 0 the engine cannot stop a running guest: cancellation is then
+	// seen only by host functions (an Emitter that returns ctx.Err()), not by guest code.
 	ErrCanceled = errors.New("engine: guest call canceled")
 	// ErrExit: the guest exited (proc_exit, a Go fatal error) in the middle of a call.
 	ErrExit = errors.New("engine: guest exited")
 	// ErrGuestFailed: the guest returned a non-zero code (GuestError.Code).
 	ErrGuestFailed = errors.New("engine: guest returned an error")
-	// ErrProtocol: the guest broke the call sequence of the ABI, e.g. it returned success
-	// before it had taken every record of the batch.
+	// ErrProtocol: the guest broke the call sequence of the ABI: it returned success before
+	// it had taken every record of the batch.
 	ErrProtocol = errors.New("engine: guest broke the ABI call sequence")
 	// ErrStore: a store failed during the call.
 	ErrStore = errors.New("engine: store failed")
@@ -47,19 +49,28 @@ var (
 
 // GuestError reports a failed guest call: which processor, partition and record, and why.
 //
+// Offset names the record the failure is attributed to: the record that was current when
+// it happened (a store or emit failure: when the host call failed, even if the guest went
+// on); the record record_next was fetching, if it had answered CodeBufferTooSmall and no
+// record was taken since (the guest died growing its buffer for it); the batch's first
+// record if none had been taken yet. During start-up (Instantiate) there is no batch and
+// Offset, FirstOffset and LastOffset are -1.
+//
 // Kind is one of the causes above (ErrTrap, ErrTimeout, ...); Err is the underlying error
 // (wazero's, the store's or the emitter's) and may be nil. errors.Is matches both. After a
 // GuestError the instance is dead.
 type GuestError struct {
-	Module    string // the module's name (its file)
-	Processor string
-	Partition int32
-	Topic     string // topic of the current record, "" if none
-	Offset    int64  // offset of the current record, -1 if none (e.g. during start-up)
-	Kind      error
-	Code      int32  // the guest's non-zero result, for ErrGuestFailed
-	Detail    string // what the guest said: its set_error message, or the start of its stderr
-	Err       error
+	Module      string // the module's name (its file)
+	Processor   string
+	Partition   int32
+	Topic       string // topic of the record at Offset, "" if none
+	Offset      int64  // offset of the record the failure is attributed to, -1 if none
+	FirstOffset int64  // offset of the batch's first record, -1 if none
+	LastOffset  int64  // offset of the batch's last record, -1 if none
+	Kind        error
+	Code        int32  // the guest's non-zero result, for ErrGuestFailed
+	Detail      string // what the guest said: its set_error message, or the start of its stderr
+	Err         error
 }
 
 // Error implements error.
@@ -67,7 +78,7 @@ func (e *GuestError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "engine: processor %q partition %d", e.Processor, e.Partition)
 	if e.Offset >= 0 {
-		fmt.Fprintf(&b, " offset %d (topic %q)", e.Offset, e.Topic)
+		fmt.Fprintf(&b, " offset %d (topic %q, batch %d..%d)", e.Offset, e.Topic, e.FirstOffset, e.LastOffset)
 	} else {
 		b.WriteString(" (no current record)")
 	}

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,27 +82,174 @@ func TestGuestFailures(t *testing.T) {
 }
 
 // TestHostFailures checks that a store or emitter failure fails the batch even when the
-// guest ignores the code it got (the C probe ignores state_put's result).
+// guest ignores the code it got (the C probe ignores the results of state_put and emit),
+// and that the failure is attributed to the record being processed when the host call
+// failed, not to the last record taken before the guest returned.
 func TestHostFailures(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	ctx := context.Background()
-
-	r := newRig(t, "s")
-	r.st.Fail(errors.New("disk on fire")) // every operation of the task's stores now fails
-	in := instantiate(t, e, "probe", r.task("probe", "out"))
-	err := in.ProcessBatch(ctx, recs("x", "put"))
-	ge := guestError(t, err, ErrStore)
-	if ge.Offset != 101 || !strings.Contains(err.Error(), `store "s": put: `) || !errors.Is(err, store.ErrTaskFailed) || !strings.Contains(err.Error(), "disk on fire") {
-		t.Errorf("store failure: %v", err)
+	for _, tc := range []struct {
+		name   string
+		guest  string
+		values []string
+		store  bool // the store fails, else the emitter
+		at     int64
+		says   string
+	}{
+		{"store, last record", "probe", []string{"x", "put"}, true, 101, `store "s": put: `},
+		{"store, ignored, then more records", "probe", []string{"put", "x"}, true, 100, `store "s": put: `},
+		{"emit, ignored, then more records", "probe", []string{"nulls", "x", "x"}, false, 100, `output "out": producer closed`},
+		{"emit, returned by the guest", "count", []string{"1", "2"}, false, 100, `output "out": producer closed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, "s", "counts")
+			if tc.store {
+				r.st.Fail(errors.New("disk on fire")) // every operation of the task's stores now fails
+			} else {
+				r.emitted.err = errors.New("producer closed")
+			}
+			in := instantiate(t, e, tc.guest, r.task(tc.guest, "out"))
+			err := in.ProcessBatch(ctx, recs(tc.values...))
+			kind := ErrEmit
+			if tc.store {
+				kind = ErrStore
+			}
+			ge := guestError(t, err, kind)
+			if ge.Offset != tc.at || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %v: want offset %d and %q", err, tc.at, tc.says)
+			}
+			if tc.store && (!errors.Is(err, store.ErrTaskFailed) || !strings.Contains(err.Error(), "disk on fire")) {
+				t.Errorf("store failure: %v", err)
+			}
+			if last := int64(100 + len(tc.values) - 1); ge.FirstOffset != 100 || ge.LastOffset != last {
+				t.Errorf("batch %d..%d, want 100..%d", ge.FirstOffset, ge.LastOffset, last)
+			}
+		})
 	}
+}
 
-	r = newRig(t, "counts")
-	r.emitted.err = errors.New("producer closed")
-	in = instantiate(t, e, "count", r.task("count", "out"))
-	err = in.ProcessBatch(ctx, recs("1"))
-	guestError(t, err, ErrEmit)
-	if !strings.Contains(err.Error(), `output "out": producer closed`) {
-		t.Errorf("emit failure: %v", err)
+// TestOversizedRecord checks which record a guest that dies growing its record buffer is
+// blamed for: record_next answered CodeBufferTooSmall for it, so the cursor had not moved
+// to it yet. The 40 MiB value cannot fit under a 32 MiB memory limit: the Go SDK runs out
+// of memory, count_c's realloc fails and it returns an error.
+func TestOversizedRecord(t *testing.T) {
+	e, _ := testEngine(t, Config{MemoryLimit: 32 << 20})
+	big := make([]byte, 40<<20)
+	for _, guest := range []struct {
+		name string
+		kind error
+	}{{"count", ErrOutOfMemory}, {"count_c", ErrGuestFailed}} {
+		for _, tc := range []struct {
+			name    string
+			offsets []int64
+			big     int // index of the oversized record
+		}{
+			{"first and only", []int64{500}, 0},
+			{"second", []int64{600, 601}, 1},
+			{"second of three", []int64{700, 701, 702}, 1},
+		} {
+			t.Run(guest.name+"/"+tc.name, func(t *testing.T) {
+				batch := make([]Record, len(tc.offsets))
+				for i, off := range tc.offsets {
+					batch[i] = Record{Topic: "in", Offset: off, Key: []byte("k"), Value: []byte("1")}
+				}
+				batch[tc.big].Value = big
+				in := instantiate(t, e, guest.name, newRig(t, "counts").task(guest.name, "out"))
+				err := in.ProcessBatch(context.Background(), batch)
+				ge := guestError(t, err, guest.kind)
+				if want := tc.offsets[tc.big]; ge.Offset != want || ge.Topic != "in" {
+					t.Errorf("error %v: offset %d topic %q, want offset %d topic in", err, ge.Offset, ge.Topic, want)
+				}
+				if ge.FirstOffset != tc.offsets[0] || ge.LastOffset != tc.offsets[len(tc.offsets)-1] {
+					t.Errorf("batch %d..%d, want %d..%d", ge.FirstOffset, ge.LastOffset, tc.offsets[0], tc.offsets[len(tc.offsets)-1])
+				}
+			})
+		}
+	}
+}
+
+// TestInstantiateExit checks that a guest that exits with code 0 while it starts (from a C
+// constructor run by _initialize, which wazero reports as success, or from statehost_init)
+// is refused, not returned as a dead instance.
+func TestInstantiateExit(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	for _, guest := range []string{"ctorexit", "initexit"} {
+		t.Run(guest, func(t *testing.T) {
+			in, err := compile(t, e, guest).Instantiate(context.Background(), newRig(t).task(guest, "out"))
+			if err == nil {
+				err = in.ProcessBatch(context.Background(), recs("x"))
+				t.Fatalf("Instantiate succeeded; ProcessBatch then said %v", err)
+			}
+			ge := guestError(t, err, ErrExit)
+			if ge.Offset != -1 || !strings.Contains(err.Error(), "exit_code(0)") {
+				t.Errorf("error %v: want offset -1 and exit_code(0)", err)
+			}
+		})
+	}
+}
+
+// TestPanicNearMemoryLimit checks that a Go panic is reported as a panic even when the
+// guest's memory is close to the limit, where a trap without a Go marker counts as out of
+// memory.
+func TestPanicNearMemoryLimit(t *testing.T) {
+	e, _ := testEngine(t, Config{MemoryLimit: 32 << 20})
+	in := instantiate(t, e, "goprobe", newRig(t, "s").task("goprobe", "out"))
+	err := in.ProcessBatch(context.Background(), recs("hoardpanic 26"))
+	guestError(t, err, ErrPanic)
+	if !strings.Contains(err.Error(), "boom near the limit") {
+		t.Errorf("error %v does not carry the panic message", err)
+	}
+	t.Logf("memory %d of %d bytes: %v", in.mem.Size(), 32<<20, err)
+	if !in.nearMemoryLimit() {
+		t.Fatalf("the guest did not get near the memory limit (%d bytes): the test proves nothing", in.mem.Size())
+	}
+}
+
+// blockingEmitter blocks every Emit until its context is done, as a producer under
+// backpressure does.
+type blockingEmitter struct{ calls atomic.Int32 }
+
+func (b *blockingEmitter) Emit(ctx context.Context, _ OutputRecord) error {
+	b.calls.Add(1)
+	<-ctx.Done()
+	return fmt.Errorf("producer buffer full: %w", ctx.Err())
+}
+
+// TestEmitterContext checks that an Emitter gets the batch call's context, so that a
+// blocking Emit is released by the batch time limit and by cancellation, also with the
+// time limit off.
+func TestEmitterContext(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		cancel  bool
+		kind    error
+	}{
+		{"time limit", 200 * time.Millisecond, false, ErrTimeout},
+		{"canceled", time.Minute, true, ErrCanceled},
+		{"canceled without time limit", -1, true, ErrCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := testEngine(t, Config{BatchTimeout: tc.timeout})
+			for _, guest := range []string{"count_c", "probe"} {
+				r := newRig(t, "counts")
+				task := r.task(guest, "out")
+				emitter := &blockingEmitter{}
+				task.Emitter = emitter
+				in := instantiate(t, e, guest, task)
+				ctx, cancel := context.WithCancel(context.Background())
+				if tc.cancel {
+					time.AfterFunc(100*time.Millisecond, cancel)
+				}
+				start := time.Now()
+				err := in.ProcessBatch(ctx, recs("nulls", "x"))
+				cancel()
+				ge := guestError(t, err, tc.kind)
+				if ge.Offset != 100 || emitter.calls.Load() == 0 || time.Since(start) > 5*time.Second {
+					t.Errorf("%s: %v after %v and %d emits: want offset 100", guest, err, time.Since(start), emitter.calls.Load())
+				}
+			}
+		})
 	}
 }
 

@@ -44,6 +44,8 @@ var cGuests = map[string][2]string{
 	"noexport":  {"host/engine/testdata/c/noexport.c", "host/engine/testdata/c/noexport.wasm"},
 	"badimport": {"host/engine/testdata/c/badimport.c", "host/engine/testdata/c/badimport.wasm"},
 	"badsig":    {"host/engine/testdata/c/badsig.c", "host/engine/testdata/c/badsig.wasm"},
+	"ctorexit":  {"host/engine/testdata/c/ctorexit.c", "host/engine/testdata/c/ctorexit.wasm"},
+	"initexit":  {"host/engine/testdata/c/initexit.c", "host/engine/testdata/c/initexit.wasm"},
 }
 
 const moduleRoot = "../.."
@@ -100,6 +102,32 @@ func buildGuests(dir string) error {
 	}
 	if !builtC {
 		fmt.Fprintln(os.Stderr, "engine tests: clang for wasm32-wasi not found: using the checked-in C guest builds")
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return warmCache(ctx)
+}
+
+// warmCache compiles the Go guests into the shared compilation cache in parallel (about a
+// second each), so that the tests, which run one after the other, find them there.
+func warmCache(ctx context.Context) error {
+	e, err := New(ctx, Config{CacheDir: cacheDir})
+	if err != nil {
+		return err
+	}
+	defer e.Close(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(goGuests))
+	for name := range goGuests {
+		wg.Go(func() {
+			_, err := e.CompileFile(ctx, guestPaths[name])
+			errs <- err
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -203,7 +231,7 @@ type collector struct {
 	err  error
 }
 
-func (c *collector) Emit(r OutputRecord) error {
+func (c *collector) Emit(_ context.Context, r OutputRecord) error {
 	if c.err != nil {
 		return c.err
 	}

@@ -85,10 +85,16 @@ func (in *Instance) store(h int32) (*openStore, int32) {
 
 // storeFailed records a store failure; the call will fail with ErrStore.
 func (in *Instance) storeFailed(s *openStore, op string, err error) int32 {
-	if in.hostErr == nil {
-		in.hostErr, in.hostKind = fmt.Errorf("store %q: %s: %w", s.name, op, err), ErrStore
-	}
+	in.hostFailed(ErrStore, fmt.Errorf("store %q: %s: %w", s.name, op, err))
 	return abi.CodeStoreFailed
+}
+
+// hostFailed records the first store or emitter failure of a guest call, with the record
+// to blame at that moment: the call will fail with kind whatever the guest returns.
+func (in *Instance) hostFailed(kind, err error) {
+	if in.hostErr == nil {
+		in.hostErr, in.hostKind, in.hostAt = err, kind, in.blame
+	}
 }
 
 func hostStoreOpen(ctx context.Context, mod api.Module, stack []uint64) {
@@ -267,8 +273,7 @@ func hostStateRange(ctx context.Context, mod api.Module, stack []uint64) {
 		ret(stack, in.storeFailed(s, "range", err))
 		return
 	}
-	in.iters[slot] = &openIterator{store: h, it: it}
-	ret(stack, slot)
+	ret(stack, in.openIterator(slot, h, it))
 }
 
 func hostStatePrefix(ctx context.Context, mod api.Module, stack []uint64) {
@@ -298,9 +303,18 @@ func hostStatePrefix(ctx context.Context, mod api.Module, stack []uint64) {
 		ret(stack, in.storeFailed(s, "prefix", err))
 		return
 	}
-	in.iters[slot] = &openIterator{store: h, it: it}
-	ret(stack, slot)
+	ret(stack, in.openIterator(slot, h, it))
 }
+
+// Iterator handles are slot | generation<<iterSlotBits: the generation of a slot changes
+// each time an iterator is opened in it, so the handle of a closed iterator stays invalid
+// (CodeBadHandle) when its slot is reused, until the generation wraps around after
+// iterGenMask+1 opens in that slot. Handles are never negative.
+const (
+	iterSlotBits = 8
+	iterSlotMask = 1<<iterSlotBits - 1
+	iterGenMask  = 1<<(31-iterSlotBits) - 1
+)
 
 // freeIterator returns a free iterator slot, or -1.
 func (in *Instance) freeIterator() int32 {
@@ -312,12 +326,21 @@ func (in *Instance) freeIterator() int32 {
 	return -1
 }
 
-// iterator returns the open iterator with handle h.
-func (in *Instance) iterator(h int32) (*openIterator, int32) {
-	if h < 0 || int(h) >= len(in.iters) || in.iters[h] == nil {
-		return nil, abi.CodeBadHandle
+// openIterator puts it, an iterator over store h, into the free slot and returns its handle.
+func (in *Instance) openIterator(slot, h int32, it Iterator) int32 {
+	gen := (in.iterGen[slot] + 1) & iterGenMask
+	in.iterGen[slot] = gen
+	in.iters[slot] = &openIterator{store: h, it: it}
+	return slot | gen<<iterSlotBits
+}
+
+// iterator returns the open iterator with handle h and its slot.
+func (in *Instance) iterator(h int32) (*openIterator, int32, int32) {
+	slot := h & iterSlotMask
+	if h < 0 || int(slot) >= len(in.iters) || in.iters[slot] == nil || in.iterGen[slot] != h>>iterSlotBits {
+		return nil, 0, abi.CodeBadHandle
 	}
-	return in.iters[h], abi.CodeOK
+	return in.iters[slot], slot, abi.CodeOK
 }
 
 func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
@@ -326,7 +349,7 @@ func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
 		ret(stack, abi.CodeNoRecord)
 		return
 	}
-	it, code := in.iterator(argI32(stack, 0))
+	it, _, code := in.iterator(argI32(stack, 0))
 	if code != abi.CodeOK {
 		ret(stack, code)
 		return
@@ -380,13 +403,12 @@ func hostIterClose(ctx context.Context, mod api.Module, stack []uint64) {
 		ret(stack, abi.CodeNoRecord)
 		return
 	}
-	h := argI32(stack, 0)
-	it, code := in.iterator(h)
+	it, slot, code := in.iterator(argI32(stack, 0))
 	if code != abi.CodeOK {
 		ret(stack, code)
 		return
 	}
-	in.iters[h] = nil
+	in.iters[slot] = nil
 	if err := it.it.Close(); err != nil {
 		ret(stack, in.storeFailed(&in.stores[it.store], "close iterator", err))
 		return

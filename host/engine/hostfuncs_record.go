@@ -42,7 +42,9 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	size := h.Size()
 	if size > len(buf) {
-		in.needed = int32(size)
+		// The guest will grow its buffer for this record: if it dies doing so, this is the
+		// record that killed it, though the cursor has not moved.
+		in.needed, in.blame = int32(size), next
 		ret(stack, abi.CodeBufferTooSmall)
 		return
 	}
@@ -50,7 +52,7 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 	n := abi.RecordHeaderSize + copy(buf[abi.RecordHeaderSize:], r.Topic)
 	n += copy(buf[n:], r.Key)
 	n += copy(buf[n:], r.Value)
-	in.cursor, in.last = next, next
+	in.cursor, in.last, in.blame = next, next, next
 	ret(stack, int32(n))
 }
 
@@ -129,7 +131,19 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		ret(stack, code)
 		return
 	}
+	// Bound what the host allocates (and the emitter keeps) for one emit; the views above
+	// cost nothing.
+	if len(key)+len(value)+len(hdrs) > abi.MaxEmitBytes {
+		ret(stack, abi.CodeLimit)
+		return
+	}
 	rec := OutputRecord{Topic: in.task.Outputs[out], Timestamp: r.Timestamp}
+	if len(hdrs) > 0 {
+		if rec.Headers, code = copyHeaders(hdrs); code != abi.CodeOK {
+			ret(stack, code)
+			return
+		}
+	}
 	// The emitter keeps what it gets: copy key and value out of guest memory, in one
 	// allocation.
 	buf := make([]byte, len(key)+len(value))
@@ -139,32 +153,55 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	if value != nil {
 		rec.Value = buf[len(key) : len(key)+copy(buf[len(key):], value)]
 	}
-	if len(hdrs) > 0 {
-		if rec.Headers, code = copyHeaders(hdrs); code != abi.CodeOK {
-			ret(stack, code)
-			return
-		}
-	}
-	if err := in.task.Emitter.Emit(rec); err != nil {
-		if in.hostErr == nil {
-			in.hostErr, in.hostKind = fmt.Errorf("output %q: %w", rec.Topic, err), ErrEmit
-		}
+	if err := in.task.Emitter.Emit(ctx, rec); err != nil {
+		in.hostFailed(ErrEmit, fmt.Errorf("output %q: %w", rec.Topic, err))
 		ret(stack, abi.CodeEmitFailed)
 		return
 	}
 	ret(stack, abi.CodeOK)
 }
 
-// copyHeaders decodes a sequence of header entries into copies.
+// copyHeaders decodes a sequence of header entries into copies, in three allocations
+// whatever the number of headers: the []Header, one string holding every key and one
+// []byte holding every value. It returns CodeBadArgument for malformed entries and
+// CodeLimit for more than abi.MaxEmitHeaders headers.
 func copyHeaders(b []byte) ([]Header, int32) {
-	var hs []Header
-	for len(b) > 0 {
-		k, v, rest, ok := abi.NextEntry(b)
+	// Count and validate first, so that nothing is allocated for a refused emit.
+	n, keyBytes, valueBytes := 0, 0, 0
+	for rest := b; len(rest) > 0; n++ {
+		k, v, next, ok := abi.NextEntry(rest)
 		if !ok {
 			return nil, abi.CodeBadArgument
 		}
-		hs = append(hs, Header{Key: string(k), Value: clone(v)})
-		b = rest
+		if n == abi.MaxEmitHeaders {
+			return nil, abi.CodeLimit
+		}
+		keyBytes += len(k)
+		valueBytes += len(v)
+		rest = next
+	}
+	hs := make([]Header, n)
+	values := make([]byte, valueBytes) // non-nil even when empty: an empty value is not null
+	var keys strings.Builder
+	keys.Grow(keyBytes)
+	for rest := b; len(rest) > 0; {
+		k, _, next, _ := abi.NextEntry(rest)
+		keys.Write(k)
+		rest = next
+	}
+	allKeys := keys.String()
+	kOff, vOff := 0, 0
+	for i, rest := 0, b; len(rest) > 0; i++ {
+		k, v, next, _ := abi.NextEntry(rest)
+		hs[i].Key = allKeys[kOff : kOff+len(k)]
+		kOff += len(k)
+		if v != nil {
+			end := vOff + len(v)
+			hs[i].Value = values[vOff:end:end]
+			copy(hs[i].Value, v)
+			vOff = end
+		}
+		rest = next
 	}
 	return hs, abi.CodeOK
 }

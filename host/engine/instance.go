@@ -33,11 +33,14 @@ type Task struct {
 
 // Instance is one instantiation of a Module serving one task.
 //
-// An Instance is not safe for concurrent use: one goroutine at a time calls ProcessBatch.
-// After ProcessBatch returns a *GuestError the instance is dead: further calls return an
-// error wrapping ErrInstanceDead, and the caller must Close it and, if it wants to go on,
-// instantiate a new one and replay from its last commit. (ErrInstanceBusy and ErrClosed
-// leave it as it was.)
+// An Instance is not safe for concurrent use: one goroutine at a time calls ProcessBatch,
+// and Close must not run while ProcessBatch does (it returns ErrInstanceBusy then, leaving the
+// instance open). To stop a running batch, for example when the task is revoked, cancel the
+// context passed to ProcessBatch: the guest is stopped (unless Config.BatchTimeout < 0),
+// ProcessBatch returns ErrCanceled, and Close can follow. After ProcessBatch returns a
+// *GuestError the instance is dead: further calls return an error wrapping ErrInstanceDead,
+// and the caller must Close it and, if it wants to go on, instantiate a new one and replay
+// from its last commit. (ErrInstanceBusy and ErrClosed leave it as it was.)
 type Instance struct {
 	mod    *Module
 	task   Task
@@ -50,17 +53,23 @@ type Instance struct {
 	stores     []openStore
 	storeIndex map[string]int32
 	iters      [abi.MaxOpenIterators]*openIterator
+	iterGen    [abi.MaxOpenIterators]int32 // generation of each slot's latest handle
 
 	// The batch being processed: batch[cursor] is the current record when 0 <= cursor <
 	// len(batch); last is the index of the last record handed to the guest, -1 before any.
+	// blame is the index of the record a failure is attributed to: the current record, or
+	// the one record_next is fetching after it answered CodeBufferTooSmall (the guest may
+	// die growing its buffer), batch[0] before the first record_next.
 	batch  []Record
 	cursor int
 	last   int
+	blame  int
 
 	needed   int32  // buffer_needed
 	message  string // set_error
 	hostErr  error  // the first store or emitter failure of the call
 	hostKind error  // ErrStore or ErrEmit, for hostErr
+	hostAt   int    // blame when hostErr happened
 
 	stdout, stderr guestOutput
 	busy           atomic.Bool
@@ -113,7 +122,8 @@ func instanceFrom(ctx context.Context) *Instance {
 // Instantiate creates an instance of m for task: it instantiates the module sandboxed (no
 // filesystem, network, environment or arguments; stdout and stderr go to the log), runs
 // _initialize and statehost_init if exported, within Config.BatchTimeout. A failure of guest
-// code is a *GuestError with Offset -1.
+// code is a *GuestError with Offset -1; a guest that exits while starting, even with code 0,
+// fails with ErrExit.
 func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) {
 	if task.Processor == "" {
 		return nil, errors.New("engine: instantiate: Task.Processor is empty")
@@ -146,11 +156,16 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 		WithStderr(&in.stderr)
 	cctx, cancel := in.deadline(ctx)
 	guest, err := m.eng.rt.InstantiateModule(&callCtx{Context: cctx, in: in}, m.compiled, cfg)
+	done := cctx.Err()
 	cancel()
 	in.stdout.flush()
 	in.stderr.flush()
 	if err != nil {
-		return nil, in.failure(ctx, err, 0)
+		return nil, in.failure(ctx, done, err, 0)
+	}
+	if guest.IsClosed() {
+		// _initialize called proc_exit(0): wazero closes the module and reports success.
+		return nil, in.newError(ErrExit, 0, fmt.Errorf("%s: %w", abi.ExportInitialize, sys.NewExitError(0)))
 	}
 	in.guest = guest
 	in.mem = guest.Memory()
@@ -169,8 +184,8 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 // makes happens during the call, in order; on failure, those made before it are not undone
 // (the runtime discards the task's uncommitted work).
 //
-// A failure is a *GuestError carrying the offset of the record that was current; the
-// instance is dead after it.
+// A failure is a *GuestError carrying the offset of the record it is attributed to (see
+// GuestError); the instance is dead after it. To stop a running call, cancel ctx.
 func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 	// A best-effort guard against misuse: it turns two concurrent calls into ErrInstanceBusy
 	// instead of a corrupted instance.
@@ -188,7 +203,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 	if len(records) == 0 {
 		return nil
 	}
-	in.batch, in.cursor, in.last = records, -1, -1
+	in.batch, in.cursor, in.last, in.blame = records, -1, -1, 0
 	defer func() { in.batch = nil }()
 	in.stack[0] = api.EncodeI32(int32(len(records)))
 	return in.call(ctx, in.batchF, in.stack[:])
@@ -205,18 +220,22 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	}
 	cctx, cancel := in.deadline(ctx)
 	err := fn.CallWithStack(&callCtx{Context: cctx, in: in}, stack)
+	done := cctx.Err()
 	cancel()
 	in.closeIterators()
 	in.stdout.flush()
 	in.stderr.flush()
-	if err == nil {
-		if code := api.DecodeI32(stack[0]); code != abi.CodeOK || in.hostErr != nil {
-			err = in.failure(ctx, nil, code)
-		} else if in.batch != nil && in.last != len(in.batch)-1 {
-			err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
-		}
-	} else {
-		err = in.failure(ctx, err, 0)
+	switch {
+	case err != nil:
+		err = in.failure(ctx, done, err, 0)
+	case in.guest.IsClosed():
+		// The guest called proc_exit(0), which wazero may report as success.
+		err = in.newError(ErrExit, 0, sys.NewExitError(0))
+	case api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
+		err = in.failure(ctx, done, nil, api.DecodeI32(stack[0]))
+	case in.batch != nil && in.last != len(in.batch)-1:
+		// Success needs every record taken; the final record_next that returns 0 is optional.
+		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
 	}
 	if err != nil {
 		in.dead = err
@@ -236,11 +255,21 @@ func (in *Instance) deadline(ctx context.Context) (context.Context, context.Canc
 }
 
 // failure classifies a failed guest call: callErr is the error of the call, or nil when the
-// guest returned code.
-func (in *Instance) failure(ctx context.Context, callErr error, code int32) *GuestError {
+// guest returned code; done is the error of the call's context when the call ended.
+func (in *Instance) failure(ctx context.Context, done, callErr error, code int32) *GuestError {
+	if in.hostErr != nil && done != nil && errors.Is(in.hostErr, done) {
+		// A host function (an Emitter under backpressure) gave up because the call's
+		// deadline passed or its context was canceled: that is where the call was stuck,
+		// whether the guest then returned or wazero stopped it.
+		kind := ErrTimeout
+		if !errors.Is(done, context.DeadlineExceeded) {
+			kind = ErrCanceled
+		}
+		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, in.hostErr))
+	}
 	if callErr == nil {
 		if in.hostErr != nil {
-			return in.newError(in.hostKind, 0, in.hostErr)
+			return in.newErrorAt(in.hostAt, in.hostKind, 0, in.hostErr)
 		}
 		return in.newError(ErrGuestFailed, code, nil)
 	}
@@ -250,12 +279,17 @@ func (in *Instance) failure(ctx context.Context, callErr error, code int32) *Gue
 		return in.newError(ErrTimeout, 0, callErr)
 	case errors.As(callErr, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled:
 		return in.newError(ErrCanceled, 0, errors.Join(callErr, context.Cause(ctx)))
-	case in.stderr.oom || in.nearMemoryLimit():
-		return in.newError(ErrOutOfMemory, 0, callErr)
+	// What the Go runtime printed decides first: a panic near the memory limit is a panic.
 	case in.stderr.panicked:
 		return in.newError(ErrPanic, 0, callErr)
+	case in.stderr.oom:
+		return in.newError(ErrOutOfMemory, 0, callErr)
 	case exit != nil:
 		return in.newError(ErrExit, 0, callErr)
+	// A trap without a Go marker near the memory limit most likely follows a failed
+	// allocation (C's malloc returned NULL and the guest trapped on it).
+	case in.nearMemoryLimit():
+		return in.newError(ErrOutOfMemory, 0, callErr)
 	default:
 		return in.newError(ErrTrap, 0, callErr)
 	}
@@ -274,21 +308,30 @@ func (in *Instance) nearMemoryLimit() bool {
 	return uint64(in.mem.Size())+min(4<<20, limit/8) >= limit
 }
 
-// newError builds a *GuestError attributed to the current (or last taken) record.
+// newError builds a *GuestError attributed to the record to blame (see Instance.blame).
 func (in *Instance) newError(kind error, code int32, err error) *GuestError {
+	return in.newErrorAt(in.blame, kind, code, err)
+}
+
+// newErrorAt builds a *GuestError attributed to batch[at], when a batch is running.
+func (in *Instance) newErrorAt(at int, kind error, code int32, err error) *GuestError {
 	ge := &GuestError{
-		Module:    in.mod.name,
-		Processor: in.task.Processor,
-		Partition: in.task.Partition,
-		Offset:    -1,
-		Kind:      kind,
-		Code:      code,
-		Detail:    in.message,
-		Err:       err,
+		Module:      in.mod.name,
+		Processor:   in.task.Processor,
+		Partition:   in.task.Partition,
+		Offset:      -1,
+		FirstOffset: -1,
+		LastOffset:  -1,
+		Kind:        kind,
+		Code:        code,
+		Detail:      in.message,
+		Err:         err,
 	}
-	if in.batch != nil && in.last >= 0 {
-		r := &in.batch[in.last]
+	if len(in.batch) > 0 {
+		at = min(max(at, 0), len(in.batch)-1)
+		r := &in.batch[at]
 		ge.Topic, ge.Offset = r.Topic, r.Offset
+		ge.FirstOffset, ge.LastOffset = in.batch[0].Offset, in.batch[len(in.batch)-1].Offset
 	}
 	if ge.Detail == "" {
 		ge.Detail = in.stderr.detail()
@@ -319,8 +362,14 @@ func (in *Instance) closeIterators() {
 // Err returns the failure that killed the instance, or nil while it is alive.
 func (in *Instance) Err() error { return in.dead }
 
-// Close closes the instance. It is idempotent.
+// Close closes the instance. It is idempotent. It must not be called while ProcessBatch
+// runs: it then returns ErrInstanceBusy and leaves the instance open (cancel the batch's
+// context, wait for ProcessBatch to return, then Close).
 func (in *Instance) Close(ctx context.Context) error {
+	if !in.busy.CompareAndSwap(false, true) {
+		return ErrInstanceBusy
+	}
+	defer in.busy.Store(false)
 	if in.closed {
 		return nil
 	}

@@ -53,9 +53,10 @@ func (e *Engine) CompileFile(ctx context.Context, path string) (*Module, error) 
 }
 
 // Compile compiles a guest module and checks it against the ABI's module requirements:
-// the version marker, the required exports and their signatures, and the imports (only
-// statehost and WASI functions that exist, with their signatures). A module that fails a
-// check is refused with a *ModuleError naming name and every problem.
+// the version marker, the required exports and their signatures, the imports (only
+// statehost and WASI functions that exist, with their signatures), and no start section.
+// A module that fails a check is refused with a *ModuleError naming name and every problem.
+// Compile runs no guest code.
 //
 // Compiling the same bytes again is cheap within a process (wazero shares the code) and
 // across processes with Config.CacheDir.
@@ -69,21 +70,78 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, fmt.Errorf("engine: %s: compile: %w", name, err)
 	}
 	m := &Module{eng: e, name: name, hash: hex.EncodeToString(sum[:]), compiled: cm}
-	if problems := e.validate(cm); len(problems) > 0 {
+	problems := e.validate(cm)
+	if startSection(wasm) {
+		// wazero runs a start function on every instantiation, without a way to turn it off
+		// (WithStartFunctions only governs exported ones like _initialize): the link check
+		// below would run guest code.
+		problems = append(problems, "has a start section: a guest must not have one (run setup in _initialize or statehost_init)")
+	}
+	if len(problems) > 0 {
 		_ = cm.Close(ctx)
 		return nil, &ModuleError{Module: name, Problems: problems}
 	}
-	// Link once without running guest code, so that problems wazero finds only at
-	// instantiation (imported tables or globals, a memory above the limit) show up here.
-	probe, err := e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithStartFunctions())
-	if err != nil {
+	if err := e.linkCheck(ctx, cm); err != nil {
 		_ = cm.Close(ctx)
 		return nil, &ModuleError{Module: name, Problems: []string{"cannot be instantiated: " + err.Error()}}
 	}
-	_ = probe.Close(ctx)
 	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
 	return m, nil
+}
+
+// linkCheck instantiates cm once without calling any export, so that problems wazero finds
+// only at instantiation (imported tables or globals, a memory above the limit) show up at
+// compile time. It runs no guest code, as modules with a start section are refused first;
+// it is bounded by the batch time limit all the same.
+func (e *Engine) linkCheck(ctx context.Context, cm wazero.CompiledModule) error {
+	if t := e.cfg.BatchTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	probe, err := e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return err
+	}
+	return probe.Close(context.WithoutCancel(ctx))
+}
+
+// startSection reports whether the WebAssembly binary wasm has a start section. It walks
+// the section headers: the magic and version (8 bytes), then for each section an id byte
+// and the payload size as an unsigned LEB128. A binary it cannot walk yields false: Compile
+// calls it only on binaries wazero has decoded.
+func startSection(wasm []byte) bool {
+	const headerSize = 8     // "\0asm" and version 1
+	const startSectionID = 8 // the section ids: 0 custom, 1 type, ..., 8 start, ...
+	if len(wasm) < headerSize {
+		return false
+	}
+	for b := wasm[headerSize:]; len(b) > 0; {
+		id := b[0]
+		size, n := uleb128(b[1:])
+		if n == 0 || uint64(len(b)-1-n) < size {
+			return false
+		}
+		if id == startSectionID {
+			return true
+		}
+		b = b[1+n+int(size):]
+	}
+	return false
+}
+
+// uleb128 decodes an unsigned LEB128 of at most 32 bits at the start of b and returns it
+// and its length, or a length of 0 if b does not begin with one.
+func uleb128(b []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(b) && i < 5; i++ {
+		v |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
 }
 
 // validate returns every way in which cm breaks the ABI's module requirements.

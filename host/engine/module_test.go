@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,35 +61,171 @@ func TestModuleRefused(t *testing.T) {
 	})
 }
 
-// TestModuleHashAndCache checks the content hash and that a second engine on the same
-// compilation cache directory compiles a Go module from the cache.
+// TestModuleHashAndCache checks the content hash, and that a second engine on the same
+// compilation cache directory takes a module from the cache: wazero writes a cache entry
+// for every module it compiles that is not in the cache (a new file), so a second compile
+// of the same module that writes nothing while one of a new module does write shows the
+// hit. C modules keep it fast; the cache does not care about the language.
 func TestModuleHashAndCache(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	compileTimed := func() (*Module, time.Duration) {
-		e, _ := testEngine(t, Config{CacheDir: dir})
-		start := time.Now()
-		m := compile(t, e, "count")
-		return m, time.Since(start)
+	m1 := compile(t, mustEngine(t, dir), "count_c")
+	before := cacheFiles(t, dir)
+	if len(before) == 0 {
+		t.Fatalf("compilation cache %s is empty after a compile", dir)
 	}
-	m1, cold := compileTimed()
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) == 0 {
-		t.Fatalf("compilation cache %s is empty after a compile (err %v)", dir, err)
+
+	e2 := mustEngine(t, dir) // a new runtime: nothing compiled in memory
+	m2 := compile(t, e2, "count_c")
+	if after := cacheFiles(t, dir); !maps.Equal(before, after) {
+		t.Fatalf("compiling count_c again on the same cache changed it:\nbefore %v\nafter  %v", before, after)
 	}
-	m2, warm := compileTimed()
-	t.Logf("compile of count: %v without the cache, %v from it", cold, warm)
 	if m1.Hash() != m2.Hash() || len(m1.Hash()) != 64 {
 		t.Fatalf("hashes %q and %q: want the same SHA-256", m1.Hash(), m2.Hash())
 	}
-	e, _ := testEngine(t, Config{})
-	other := compile(t, e, "tokenize")
+	// The second engine does use the cache: a module it has not seen is written to it.
+	other := compile(t, e2, "probe")
+	if after := cacheFiles(t, dir); len(after) != len(before)+1 {
+		t.Fatalf("compiling probe added %d cache files, want 1", len(after)-len(before))
+	}
 	if other.Hash() == m1.Hash() {
-		t.Fatalf("tokenize and count have the same hash")
+		t.Fatalf("probe and count_c have the same hash")
 	}
 	if err := other.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mustEngine returns an engine on the compilation cache dir.
+func mustEngine(t *testing.T, dir string) *Engine {
+	e, _ := testEngine(t, Config{CacheDir: dir})
+	return e
+}
+
+// cacheFiles returns the files under dir, by path, with their size and modification time.
+func cacheFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files[path] = fmt.Sprintf("%d bytes %s", info.Size(), info.ModTime().Format(time.RFC3339Nano))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestStartSection checks that a module with a start section is refused at once, without
+// running it: wazero runs a start function on every instantiation, and this one loops
+// forever. The module is assembled here (see startModule); without its start section the
+// same module compiles, so the start section is what is refused.
+func TestStartSection(t *testing.T) {
+	e, _ := testEngine(t, Config{BatchTimeout: time.Minute})
+	ctx := context.Background()
+	if _, err := e.Compile(ctx, "nostart.wasm", startModule(false)); err != nil {
+		t.Fatalf("the module without its start section: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Compile(ctx, "start.wasm", startModule(true))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var me *ModuleError
+		if !errors.As(err, &me) || !strings.Contains(err.Error(), "start.wasm") || !strings.Contains(err.Error(), "has a start section") {
+			t.Fatalf("Compile = %v, want a *ModuleError naming start.wasm and its start section", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Compile of a module whose start function loops has not returned after 10 s")
+	}
+	if startSection(startModule(false)) || !startSection(startModule(true)) {
+		t.Errorf("startSection is wrong on the assembled module")
+	}
+	for _, name := range []string{"probe", "count", "count_c"} {
+		wasm, err := os.ReadFile(guestPaths[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if startSection(wasm) {
+			t.Errorf("startSection(%s) = true", name)
+		}
+	}
+}
+
+// TestLinkCheckDeadline checks the second line of defence: should a start function ever
+// get past the start-section check, Compile's link check is bounded by BatchTimeout.
+func TestLinkCheckDeadline(t *testing.T) {
+	e, _ := testEngine(t, Config{BatchTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	cm, err := e.rt.CompileModule(ctx, startModule(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close(ctx)
+	start := time.Now()
+	if err := e.linkCheck(ctx, cm); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("linkCheck = %v, want deadline exceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("linkCheck took %v", d)
+	}
+}
+
+// startModule assembles a minimal guest that meets the module requirements, with, when
+// start is set, a start section naming a function that loops forever:
+//
+//	(module
+//	  (type $v (func))                       ;; type 0: () -> ()
+//	  (type $b (func (param i32) (result i32)))  ;; type 1
+//	  (func $spin (type $v) (loop $l (br $l)))   ;; func 0
+//	  (func $batch (type $b) (i32.const 0))      ;; func 1
+//	  (func $version (type $v))                  ;; func 2
+//	  (memory 1)
+//	  (export "memory" (memory 0))
+//	  (export "statehost_process_batch" (func $batch))
+//	  (export "statehost_abi_version_1" (func $version))
+//	  (start $spin))
+func startModule(start bool) []byte {
+	section := func(id byte, payload ...byte) []byte {
+		return append([]byte{id, byte(len(payload))}, payload...) // sizes < 128: one LEB128 byte
+	}
+	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	const funcType, i32, exportFunc, exportMemory = 0x60, 0x7f, 0x00, 0x02
+	const opLoop, opBr, opEnd, opI32Const, blockEmpty = 0x03, 0x0c, 0x0b, 0x41, 0x40
+
+	m := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00} // magic, version 1
+
+	types := []byte{2, // 2 types
+		funcType, 0, 0, // () -> ()
+		funcType, 1, i32, 1, i32, // (i32) -> (i32)
+	}
+	m = append(m, section(1, types...)...)
+	m = append(m, section(3, 3, 0, 1, 0)...) // function section: 3 functions of types 0, 1, 0
+	m = append(m, section(5, 1, 0x00, 1)...) // memory section: 1 memory, min 1 page, no max
+	exports := []byte{3}
+	exports = append(append(exports, name("memory")...), exportMemory, 0)
+	exports = append(append(exports, name("statehost_process_batch")...), exportFunc, 1)
+	exports = append(append(exports, name("statehost_abi_version_1")...), exportFunc, 2)
+	m = append(m, section(7, exports...)...)
+	if start {
+		m = append(m, section(8, 0)...) // start section: function 0
+	}
+	code := []byte{3, // 3 bodies: size, 0 local declarations, instructions
+		7, 0, opLoop, blockEmpty, opBr, 0, opEnd, opEnd, // func 0: loop br 0 end
+		4, 0, opI32Const, 0, opEnd, // func 1: i32.const 0
+		2, 0, opEnd, // func 2: nothing
+	}
+	m = append(m, section(10, code...)...)
+	return m
 }
 
 // TestConfig checks defaults and refused settings.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/statehost/statehost/store"
@@ -42,9 +43,14 @@ type OutputRecord struct {
 // Emitter takes the records a guest emits; the runtime implements it with a producer that
 // partitions by key.
 //
-// Emit is called on the goroutine running ProcessBatch. An error fails the batch.
+// Emit is called on the goroutine running ProcessBatch, from inside the guest call. ctx is
+// that call's context: it carries the batch deadline (Config.BatchTimeout) and the caller's
+// cancellation. wazero cannot interrupt a host function, so an Emit that blocks (producer
+// backpressure) must return when ctx is done, with ctx.Err() or an error wrapping it; the
+// batch then fails with ErrTimeout or ErrCanceled. Any other error fails the batch with
+// ErrEmit.
 type Emitter interface {
-	Emit(rec OutputRecord) error
+	Emit(ctx context.Context, rec OutputRecord) error
 }
 
 // Store is a task's store partition as the engine uses it: store.Store.

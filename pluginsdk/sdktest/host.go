@@ -10,6 +10,7 @@ type memHost struct {
 
 	opened  []string // store handles
 	iters   [abi.MaxOpenIterators]*memIter
+	iterGen [abi.MaxOpenIterators]int32 // generation of each slot's latest handle
 	batch   []Record
 	cursor  int // index of the current record; len(batch) after the end
 	last    int // last record handed out, -1 before any
@@ -103,14 +104,32 @@ func (h *memHost) StateDelete(store int32, key []byte) int32 {
 	return abi.CodeOK
 }
 
+// Iterator handles are slot | generation<<8, as the real host makes them: the handle of a
+// closed iterator stays invalid when its slot is reused.
+const (
+	iterSlotBits = 8
+	iterSlotMask = 1<<iterSlotBits - 1
+	iterGenMask  = 1<<(31-iterSlotBits) - 1
+)
+
 func (h *memHost) openIter(entries [][2][]byte) int32 {
 	for i, it := range h.iters {
 		if it == nil {
 			h.iters[i] = &memIter{entries: entries}
-			return int32(i)
+			h.iterGen[i] = (h.iterGen[i] + 1) & iterGenMask
+			return int32(i) | h.iterGen[i]<<iterSlotBits
 		}
 	}
 	return abi.CodeLimit
+}
+
+// iter returns the slot of the open iterator with handle iter, or -1.
+func (h *memHost) iter(iter int32) int {
+	slot := int(iter & iterSlotMask)
+	if iter < 0 || slot >= len(h.iters) || h.iters[slot] == nil || h.iterGen[slot] != iter>>iterSlotBits {
+		return -1
+	}
+	return slot
 }
 
 func (h *memHost) StateRange(store int32, start, end []byte) int32 {
@@ -130,10 +149,11 @@ func (h *memHost) StatePrefix(store int32, prefix []byte) int32 {
 }
 
 func (h *memHost) IterNext(iter int32, buf []byte) int32 {
-	if iter < 0 || int(iter) >= len(h.iters) || h.iters[iter] == nil {
+	slot := h.iter(iter)
+	if slot < 0 {
 		return abi.CodeBadHandle
 	}
-	it := h.iters[iter]
+	it := h.iters[slot]
 	n := 0
 	for len(it.entries) > 0 {
 		e := it.entries[0]
@@ -152,10 +172,11 @@ func (h *memHost) IterNext(iter int32, buf []byte) int32 {
 }
 
 func (h *memHost) IterClose(iter int32) int32 {
-	if iter < 0 || int(iter) >= len(h.iters) || h.iters[iter] == nil {
+	slot := h.iter(iter)
+	if slot < 0 {
 		return abi.CodeBadHandle
 	}
-	h.iters[iter] = nil
+	h.iters[slot] = nil
 	return abi.CodeOK
 }
 
@@ -212,11 +233,17 @@ func (h *memHost) Emit(output int32, key, value, hdrs []byte) int32 {
 	if output < 0 || int(output) >= len(h.d.cfg.Outputs) {
 		return abi.CodeBadHandle
 	}
+	if len(key)+len(value)+len(hdrs) > abi.MaxEmitBytes {
+		return abi.CodeLimit
+	}
 	e := Emitted{Topic: h.d.cfg.Outputs[output], Key: clone(key), Value: clone(value), Timestamp: r.Timestamp}
 	for rest := hdrs; len(rest) > 0; {
 		k, v, next, ok := abi.NextEntry(rest)
 		if !ok {
 			return abi.CodeBadArgument
+		}
+		if len(e.Headers) == abi.MaxEmitHeaders {
+			return abi.CodeLimit
 		}
 		e.Headers = append(e.Headers, Header{Key: string(k), Value: clone(v)})
 		rest = next

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/statehost/statehost/abi"
 	"github.com/statehost/statehost/pluginsdk"
+	"github.com/statehost/statehost/pluginsdk/internal/hostcall"
 	"github.com/statehost/statehost/pluginsdk/sdktest"
 )
 
@@ -89,6 +92,15 @@ func run(ctx pluginsdk.Context) error {
 		}
 	case "fail":
 		return errors.New("failed: " + arg)
+	case "emitsize": // emits a value of n bytes and n empty headers
+		n, _ := strconv.Atoi(arg)
+		hs := make([]pluginsdk.Header, min(n, 2000))
+		if err := ctx.Send(pluginsdk.Message{Key: []byte("k"), Value: make([]byte, n)}); err != nil {
+			return fmt.Errorf("value: %w", err)
+		}
+		if err := ctx.Send(pluginsdk.Message{Key: []byte("k"), Headers: hs}); err != nil {
+			return fmt.Errorf("headers: %w", err)
+		}
 	}
 	return nil
 }
@@ -202,5 +214,48 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := sdktest.New(sdktest.Config{Stores: []string{"other"}}); err == nil || !strings.Contains(err.Error(), `"s"`) {
 		t.Errorf("New without the declared store: %v, want an error naming it", err)
+	}
+}
+
+// TestEmitLimits checks that the in-memory host refuses emits past abi.MaxEmitBytes and
+// abi.MaxEmitHeaders as the real host does, so a plugin's unit tests see it.
+func TestEmitLimits(t *testing.T) {
+	d := newDriver(t)
+	if err := d.Process(cmds(fmt.Sprintf("emitsize %d", abi.MaxEmitHeaders))...); err != nil {
+		t.Fatalf("at the limits: %v", err)
+	}
+	err := d.Process(cmds(fmt.Sprintf("emitsize %d", abi.MaxEmitBytes))...) // with the key: one byte over
+	if err == nil || !strings.Contains(err.Error(), "value: pluginsdk: emit: limit reached") {
+		t.Errorf("value over the limit: %v", err)
+	}
+	err = d.Process(cmds(fmt.Sprintf("emitsize %d", abi.MaxEmitHeaders+1))...)
+	if err == nil || !strings.Contains(err.Error(), "headers: pluginsdk: emit: limit reached") {
+		t.Errorf("headers over the limit: %v", err)
+	}
+}
+
+// TestIteratorHandles checks that the in-memory host, like the real one, refuses the
+// handle of a closed iterator after its slot is reused.
+func TestIteratorHandles(t *testing.T) {
+	newDriver(t)
+	h := hostcall.Current
+	s := h.StoreOpen([]byte("s"))
+	first := h.StatePrefix(s, []byte{})
+	if first < 0 || h.IterClose(first) != abi.CodeOK {
+		t.Fatalf("open and close: %d", first)
+	}
+	second := h.StatePrefix(s, []byte{})
+	if second < 0 || second == first {
+		t.Fatalf("second handle %d, first %d: want a new non-negative handle", second, first)
+	}
+	buf := make([]byte, 64)
+	if n := h.IterNext(first, buf); n != abi.CodeBadHandle {
+		t.Errorf("iter_next on the closed handle = %d, want CodeBadHandle", n)
+	}
+	if n := h.IterClose(first); n != abi.CodeBadHandle {
+		t.Errorf("iter_close on the closed handle = %d, want CodeBadHandle", n)
+	}
+	if n := h.IterNext(second, buf); n != 0 {
+		t.Errorf("iter_next on the open handle = %d, want 0 (empty store)", n)
 	}
 }

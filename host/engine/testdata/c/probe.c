@@ -3,7 +3,7 @@
  * record's value is a command; see the switch in run(). Results are emitted to output 0.
  *
  * Build (from the repository root; the engine's tests rebuild it when clang is present, and
- * go test ./host/engine -run TestCGuests -rewrite refreshes the checked-in probe.wasm):
+ * go test ./host/engine -run TestCPrebuiltsCurrent -rewrite refreshes the checked-in probe.wasm):
  *
  *   clang --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi \
  *     -L/usr/lib/wasm32-wasi -O2 -mexec-model=reactor -nodefaultlibs -lc -I abi \
@@ -86,6 +86,68 @@ static void oob(void) {
 	report("store_open_unknown", store("nope"));
 	report("output_open_unknown", sh_output_open("nope", 4));
 	report("output_open_first", sh_output_open("out", 3));
+
+	/* Regions whose end wraps past 2^32 must be refused, not read at the wrapped address:
+	 * 0xFFFFFFF0 + 0x20 wraps to 0x10, 0xFFFFFFFF + 1 to 0. */
+	report("get_key_wraps_small", sh_state_get(s, BAD, 0x20, buf, sizeof buf));
+	report("get_buf_wraps_small", sh_state_get(s, "k", 1, (void *)BAD, 0x20));
+	report("put_val_wraps_small", sh_state_put(s, "k", 1, BAD, 0x20));
+	report("log_wraps_to_zero", sh_log(SH_LEVEL_INFO, (const void *)(uintptr_t)0xFFFFFFFFu, 1));
+	report("emit_hdr_wraps_small", sh_emit(0, "k", 1, "v", 1, BAD, 0x20));
+	/* The last bytes of memory: a region may end exactly at the memory size. */
+	uint8_t *top = (uint8_t *)(uintptr_t)mem_size();
+	report("get_key_at_end_empty", sh_state_get(s, top, 0, buf, sizeof buf));     /* key "": not found */
+	report("get_buf_at_end_empty", sh_state_get(s, "k", 1, top, 0));               /* valid, too small */
+	uint8_t saved[5];
+	memcpy(saved, top - 5, 5); /* the heap may own the last bytes: put them back */
+	int32_t rc = sh_state_get(s, "k", 1, top - 5, 5);                               /* fits exactly */
+	int ok = memcmp(top - 5, "value", 5) == 0;
+	memcpy(top - 5, saved, 5);
+	report("get_buf_last_5", rc);
+	report("get_buf_last_5_written", ok);
+	report("get_buf_last_5_plus_1", sh_state_get(s, "k", 1, top - 4, 5));          /* one past the end */
+	report("log_last_byte", sh_log(SH_LEVEL_TRACE, top - 1, 1));
+	report("log_at_end_1", sh_log(SH_LEVEL_TRACE, top, 1));
+	report("put_key_at_end_1", sh_state_put(s, top, 1, "v", 1));
+}
+
+/* limits emits past abi.MaxEmitBytes and abi.MaxEmitHeaders, and exactly at them. A zeroed
+ * buffer is a sequence of empty headers (key_len 0, value_len 0), 8 bytes each. */
+static void limits(void) {
+	const int32_t big = 50000000;
+	uint8_t *b = calloc(1, (size_t)big);
+	if (b == NULL) {
+		report("calloc", -1);
+		return;
+	}
+	report("emit_hdr_50mb", sh_emit(0, "k", 1, "v", 1, b, big));
+	report("emit_hdr_count_over", sh_emit(0, "k", 1, "v", 1, b, (SH_MAX_EMIT_HEADERS + 1) * SH_ENTRY_HEADER_SIZE));
+	report("emit_hdr_count_max", sh_emit(0, "k", 1, "v", 1, b, SH_MAX_EMIT_HEADERS * SH_ENTRY_HEADER_SIZE));
+	report("emit_value_over", sh_emit(0, "k", 1, b, SH_MAX_EMIT_BYTES, NULL, 0));
+	report("emit_key_over", sh_emit(0, b, SH_MAX_EMIT_BYTES + 1, NULL, SH_NULL_LEN, NULL, 0));
+	report("emit_value_max", sh_emit(0, "k", 1, b, SH_MAX_EMIT_BYTES - 1, NULL, 0));
+	report("emit_null_key_value_max", sh_emit(0, NULL, SH_NULL_LEN, b, SH_MAX_EMIT_BYTES, NULL, 0));
+	report("emit_all_max", sh_emit(0, "k", 1, b, SH_MAX_EMIT_BYTES - 1 - 8, b, 8));
+	report("emit_all_over", sh_emit(0, "k", 1, b, SH_MAX_EMIT_BYTES - 1 - 7, b, 8));
+	free(b);
+}
+
+/* stale checks that a closed iterator handle stays invalid when its slot is reused: it
+ * opens and closes one iterator, opens another, and uses the first handle. */
+static void stale(void) {
+	int32_t s = store("s");
+	uint8_t buf[64];
+	int32_t first = sh_state_prefix(s, "a", 1);
+	report("stale_first_ok", first >= 0);
+	report("stale_first_close", sh_iter_close(first));
+	int32_t second = sh_state_prefix(s, "zz", 2); /* the same free slot */
+	report("stale_second_ok", second >= 0);
+	report("stale_differ", second != first);
+	report("stale_next", sh_iter_next(first, buf, sizeof buf));
+	report("stale_close", sh_iter_close(first));
+	report("stale_second_next", sh_iter_next(second, buf, sizeof buf)); /* 0: no key under zz */
+	report("stale_second_close", sh_iter_close(second));
+	report("stale_second_again", sh_iter_close(second));
 }
 
 /* scan emits every entry of a prefix (arg: the prefix) or range ("a".."c") scan of store s,
@@ -168,6 +230,15 @@ static int arg(const char *cmd, const char *word, long *n) {
 static int32_t run(const char *cmd) {
 	long n = 0;
 	if (strcmp(cmd, "oob") == 0) oob();
+	else if (strcmp(cmd, "limits") == 0) limits();
+	else if (strcmp(cmd, "stale") == 0) stale();
+	else if (strcmp(cmd, "keep") == 0) {
+		/* an iterator left open until the next batch: its handle is then stale */
+		static int32_t kept = -1;
+		uint8_t buf[64];
+		if (kept >= 0) report("kept_next", sh_iter_next(kept, buf, sizeof buf));
+		kept = sh_state_prefix(store("s"), "a", 1);
+	}
 	else if (strncmp(cmd, "prefix ", 7) == 0) return scan(1, cmd + 7);
 	else if (strcmp(cmd, "range") == 0) return scan(0, "");
 	else if (strcmp(cmd, "iters") == 0) iters();

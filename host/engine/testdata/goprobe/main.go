@@ -36,6 +36,12 @@ func process(ctx pluginsdk.Context) error {
 		for {
 			sink++
 		}
+	case "hoardpanic":
+		// Keeps n MiB, then panics: a panic near the memory limit is still a panic.
+		for range n {
+			hoard = append(hoard, make([]byte, 1<<20))
+		}
+		panic("boom near the limit")
 	case "oom":
 		for {
 			hoard = append(hoard, make([]byte, 1<<20))

@@ -1,0 +1,17 @@
+/* initexit: a C reactor whose statehost_init calls exit(0); the host must refuse the
+ * instance. Build: see probe.c, with this file in place of probe.c. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "statehost.h"
+
+STATEHOST_DECLARE_ABI_VERSION
+
+SH_EXPORT("statehost_init") int32_t statehost_init(void) { exit(0); }
+
+SH_EXPORT("statehost_process_batch") int32_t statehost_process_batch(int32_t count) {
+	(void)count;
+	uint8_t buf[256];
+	while (sh_record_next(buf, sizeof buf) > 0) {}
+	return SH_OK;
+}
