@@ -78,7 +78,7 @@ func (e *Engine) instantiateHostModules(ctx context.Context) error {
 			params[i] = api.ValueTypeI32
 		}
 		b.NewFunctionBuilder().
-			WithGoModuleFunction(f.fn, params, []api.ValueType{api.ValueTypeI32}).
+			WithGoModuleFunction(goModuleFunc(f.fn), params, []api.ValueType{api.ValueTypeI32}).
 			WithParameterNames(abi.Signatures[f.name]...).
 			WithResultNames("result").
 			Export(f.name)

@@ -12,7 +12,7 @@ import (
 // hostFunction is one function of the statehost host module.
 type hostFunction struct {
 	name string
-	fn   api.GoModuleFunc
+	fn   func(c call) int32
 }
 
 // hostFunctions lists the statehost host module; abi.Signatures gives the parameters.
@@ -41,46 +41,80 @@ func hostFunctions() []hostFunction {
 	}
 }
 
-// Stack helpers: every parameter is an i32; pointers are read as unsigned.
+// goModuleFunc makes fn a wazero host function: it finds the instance the call serves
+// (CodeNoRecord outside a guest call of an Instance), and returns fn's result to the guest.
+func goModuleFunc(fn func(c call) int32) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		code := abi.CodeNoRecord
+		if in := instanceFrom(ctx); in != nil {
+			code = fn(call{in: in, ctx: ctx, mem: mod.Memory(), stack: stack})
+		}
+		stack[0] = api.EncodeI32(code)
+	}
+}
 
-func argI32(stack []uint64, i int) int32  { return api.DecodeI32(stack[i]) }
-func argPtr(stack []uint64, i int) uint32 { return api.DecodeU32(stack[i]) }
-func ret(stack []uint64, code int32)      { stack[0] = api.EncodeI32(code) }
+// call is one call of a host function: the instance it serves, the guest call's context,
+// the guest's memory, and the arguments on the stack (every parameter is an i32). Its
+// decoders check each argument; the first that fails sets code, and the decoders after it
+// return nothing, so a host function decodes all its arguments, then returns code if it is
+// set. Decoders run in parameter order: when several arguments are bad, the first decides.
+type call struct {
+	in    *Instance
+	ctx   context.Context
+	mem   api.Memory
+	stack []uint64
+	code  int32 // abi.CodeOK until an argument is bad
+}
 
-// view returns the guest memory region (ptr, n) without copying; n must be >= 0.
-func view(mem api.Memory, ptr uint32, n int32) ([]byte, int32) {
+// i32 returns parameter i.
+func (c *call) i32(i int) int32 { return api.DecodeI32(c.stack[i]) }
+
+// bytes returns the guest memory region (pointer i, length i+1) without copying: a view,
+// valid until the guest runs again. The length must be >= 0.
+func (c *call) bytes(i int) []byte {
+	if c.code != abi.CodeOK {
+		return nil
+	}
+	n := c.i32(i + 1)
 	if n < 0 {
-		return nil, abi.CodeBadArgument
+		c.code = abi.CodeBadArgument
+		return nil
 	}
-	b, ok := mem.Read(ptr, uint32(n))
+	b, ok := c.mem.Read(api.DecodeU32(c.stack[i]), uint32(n))
 	if !ok {
-		return nil, abi.CodeOutOfBounds
+		c.code = abi.CodeOutOfBounds
+		return nil
 	}
-	return b, abi.CodeOK
+	return b
 }
 
-// nullableView is view where n == abi.NullLen yields a nil (null) slice.
-func nullableView(mem api.Memory, ptr uint32, n int32) ([]byte, int32) {
-	if n == abi.NullLen {
-		return nil, abi.CodeOK
+// nullable is bytes where a length of abi.NullLen yields nil (null).
+func (c *call) nullable(i int) []byte {
+	if c.code == abi.CodeOK && c.i32(i+1) == abi.NullLen {
+		return nil
 	}
-	return view(mem, ptr, n)
+	return c.bytes(i)
 }
 
-// nameView returns a store or output name of valid length.
-func nameView(mem api.Memory, ptr uint32, n int32) ([]byte, int32) {
-	if n < 1 || n > abi.MaxNameLen {
-		return nil, abi.CodeBadArgument
+// name is bytes for a store or output name, 1 to abi.MaxNameLen bytes long.
+func (c *call) name(i int) []byte {
+	if n := c.i32(i + 1); c.code == abi.CodeOK && (n < 1 || n > abi.MaxNameLen) {
+		c.code = abi.CodeBadArgument
 	}
-	return view(mem, ptr, n)
+	return c.bytes(i)
 }
 
-// store returns the open store with handle h.
-func (in *Instance) store(h int32) (*openStore, int32) {
-	if h < 0 || int(h) >= len(in.stores) {
-		return nil, abi.CodeBadHandle
+// store returns the open store whose handle is parameter i, and the handle.
+func (c *call) store(i int) (*openStore, int32) {
+	h := c.i32(i)
+	if c.code != abi.CodeOK {
+		return nil, h
 	}
-	return &in.stores[h], abi.CodeOK
+	if h < 0 || int(h) >= len(c.in.stores) {
+		c.code = abi.CodeBadHandle
+		return nil, h
+	}
+	return &c.in.stores[h], h
 }
 
 // storeFailed records a store failure; the call will fail with ErrStore.
@@ -97,213 +131,106 @@ func (in *Instance) hostFailed(kind, err error) {
 	}
 }
 
-func hostStoreOpen(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+func hostStoreOpen(c call) int32 {
+	name := c.name(0)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
-	name, code := nameView(mod.Memory(), argPtr(stack, 0), argI32(stack, 1))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
+	in := c.in
 	if h, ok := in.storeIndex[string(name)]; ok {
-		ret(stack, h)
-		return
+		return h
 	}
 	s, ok := in.task.Stores[string(name)]
 	if !ok {
-		ret(stack, abi.CodeUnknownStore)
-		return
+		return abi.CodeUnknownStore
 	}
 	h := int32(len(in.stores))
 	in.stores = append(in.stores, openStore{name: string(name), store: s})
 	in.storeIndex[string(name)] = h
-	ret(stack, h)
+	return h
 }
 
-func hostOutputOpen(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+func hostOutputOpen(c call) int32 {
+	name := c.name(0)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
-	name, code := nameView(mod.Memory(), argPtr(stack, 0), argI32(stack, 1))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	for i, o := range in.task.Outputs {
+	for i, o := range c.in.task.Outputs {
 		if o == string(name) {
-			ret(stack, int32(i))
-			return
+			return int32(i)
 		}
 	}
-	ret(stack, abi.CodeUnknownOutput)
+	return abi.CodeUnknownOutput
 }
 
-func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	s, code := in.store(argI32(stack, 0))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	mem := mod.Memory()
-	key, code := view(mem, argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	buf, code := view(mem, argPtr(stack, 3), argI32(stack, 4))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+func hostStateGet(c call) int32 {
+	s, _ := c.store(0)
+	key, buf := c.bytes(1), c.bytes(3)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	v, found, err := s.store.Get(key)
 	switch {
 	case err != nil:
-		ret(stack, in.storeFailed(s, "get", err))
+		return c.in.storeFailed(s, "get", err)
 	case !found:
-		ret(stack, abi.CodeNotFound)
+		return abi.CodeNotFound
 	case len(v) > len(buf):
-		in.needed = int32(len(v))
-		ret(stack, abi.CodeBufferTooSmall)
-	default:
-		ret(stack, int32(copy(buf, v)))
+		c.in.needed = int32(len(v))
+		return abi.CodeBufferTooSmall
 	}
+	return int32(copy(buf, v))
 }
 
-func hostStatePut(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	s, code := in.store(argI32(stack, 0))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	mem := mod.Memory()
-	key, code := view(mem, argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	value, code := nullableView(mem, argPtr(stack, 3), argI32(stack, 4))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+func hostStatePut(c call) int32 {
+	s, _ := c.store(0)
+	key, value := c.bytes(1), c.nullable(3)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	// The store copies key and value: views of guest memory are safe here.
-	var err error
 	if value == nil {
-		err = s.store.Delete(key)
-	} else {
-		err = s.store.Put(key, value)
+		if err := s.store.Delete(key); err != nil {
+			return c.in.storeFailed(s, "delete", err)
+		}
+		return abi.CodeOK
 	}
-	if err != nil {
-		ret(stack, in.storeFailed(s, "put", err))
-		return
+	if err := s.store.Put(key, value); err != nil {
+		return c.in.storeFailed(s, "put", err)
 	}
-	ret(stack, abi.CodeOK)
+	return abi.CodeOK
 }
 
-func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	s, code := in.store(argI32(stack, 0))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	key, code := view(mod.Memory(), argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+func hostStateDelete(c call) int32 {
+	s, _ := c.store(0)
+	key := c.bytes(1)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	if err := s.store.Delete(key); err != nil {
-		ret(stack, in.storeFailed(s, "delete", err))
-		return
+		return c.in.storeFailed(s, "delete", err)
 	}
-	ret(stack, abi.CodeOK)
+	return abi.CodeOK
 }
 
-func hostStateRange(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	h := argI32(stack, 0)
-	s, code := in.store(h)
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	mem := mod.Memory()
-	start, code := nullableView(mem, argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	end, code := nullableView(mem, argPtr(stack, 3), argI32(stack, 4))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	slot := in.freeIterator()
-	if slot < 0 {
-		ret(stack, abi.CodeLimit)
-		return
+func hostStateRange(c call) int32 {
+	s, h := c.store(0)
+	start, end := c.nullable(1), c.nullable(3)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	// The bounds are views of guest memory, which can change once the guest runs again:
 	// give the store copies (it may keep them for the iterator's life).
-	it, err := s.store.Range(clone(start), clone(end))
-	if err != nil {
-		ret(stack, in.storeFailed(s, "range", err))
-		return
-	}
-	ret(stack, in.openIterator(slot, h, it))
+	return c.in.openIterator(s, h, "range", func() (Iterator, error) { return s.store.Range(clone(start), clone(end)) })
 }
 
-func hostStatePrefix(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+func hostStatePrefix(c call) int32 {
+	s, h := c.store(0)
+	prefix := c.bytes(1)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
-	h := argI32(stack, 0)
-	s, code := in.store(h)
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	prefix, code := view(mod.Memory(), argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	slot := in.freeIterator()
-	if slot < 0 {
-		ret(stack, abi.CodeLimit)
-		return
-	}
-	it, err := s.store.Prefix(clone(prefix))
-	if err != nil {
-		ret(stack, in.storeFailed(s, "prefix", err))
-		return
-	}
-	ret(stack, in.openIterator(slot, h, it))
+	return c.in.openIterator(s, h, "prefix", func() (Iterator, error) { return s.store.Prefix(clone(prefix)) })
 }
 
 // Iterator handles are slot | generation<<iterSlotBits: the generation of a slot changes
@@ -326,38 +253,43 @@ func (in *Instance) freeIterator() int32 {
 	return -1
 }
 
-// openIterator puts it, an iterator over store h, into the free slot and returns its handle.
-func (in *Instance) openIterator(slot, h int32, it Iterator) int32 {
+// openIterator opens an iterator over store s (handle h) with open, puts it into a free
+// slot and returns its handle: CodeLimit when no slot is free, CodeStoreFailed when open
+// fails (op names the operation in the error).
+func (in *Instance) openIterator(s *openStore, h int32, op string, open func() (Iterator, error)) int32 {
+	slot := in.freeIterator()
+	if slot < 0 {
+		return abi.CodeLimit
+	}
+	it, err := open()
+	if err != nil {
+		return in.storeFailed(s, op, err)
+	}
 	gen := (in.iterGen[slot] + 1) & iterGenMask
 	in.iterGen[slot] = gen
 	in.iters[slot] = &openIterator{store: h, it: it}
 	return slot | gen<<iterSlotBits
 }
 
-// iterator returns the open iterator with handle h and its slot.
-func (in *Instance) iterator(h int32) (*openIterator, int32, int32) {
+// iterator returns the open iterator whose handle is parameter i, and its slot.
+func (c *call) iterator(i int) (*openIterator, int32) {
+	h := c.i32(i)
 	slot := h & iterSlotMask
-	if h < 0 || int(slot) >= len(in.iters) || in.iters[slot] == nil || in.iterGen[slot] != h>>iterSlotBits {
-		return nil, 0, abi.CodeBadHandle
+	if c.code != abi.CodeOK {
+		return nil, slot
 	}
-	return in.iters[slot], slot, abi.CodeOK
+	if h < 0 || int(slot) >= len(c.in.iters) || c.in.iters[slot] == nil || c.in.iterGen[slot] != h>>iterSlotBits {
+		c.code = abi.CodeBadHandle
+		return nil, slot
+	}
+	return c.in.iters[slot], slot
 }
 
-func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	it, _, code := in.iterator(argI32(stack, 0))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	buf, code := view(mod.Memory(), argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+func hostIterNext(c call) int32 {
+	it, _ := c.iterator(0)
+	buf := c.bytes(1)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	n := 0
 	for !it.done {
@@ -365,8 +297,7 @@ func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
 			if !it.it.Next() {
 				it.done = true
 				if err := it.it.Err(); err != nil {
-					ret(stack, in.storeFailed(&in.stores[it.store], "iterate", err))
-					return
+					return c.in.storeFailed(&c.in.stores[it.store], "iterate", err)
 				}
 				break
 			}
@@ -376,9 +307,8 @@ func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
 		size := abi.EntrySize(len(k), len(v))
 		if n+size > len(buf) {
 			if n == 0 {
-				in.needed = int32(size)
-				ret(stack, abi.CodeBufferTooSmall)
-				return
+				c.in.needed = int32(size)
+				return abi.CodeBufferTooSmall
 			}
 			break
 		}
@@ -386,7 +316,7 @@ func hostIterNext(ctx context.Context, mod api.Module, stack []uint64) {
 		n += size
 		it.pending = false
 	}
-	ret(stack, int32(n))
+	return int32(n)
 }
 
 // putEntry writes a store entry (whose value is never null) at the start of b.
@@ -397,23 +327,16 @@ func putEntry(b, k, v []byte) {
 	abi.PutEntry(b, k, v)
 }
 
-func hostIterClose(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+func hostIterClose(c call) int32 {
+	it, slot := c.iterator(0)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
-	it, slot, code := in.iterator(argI32(stack, 0))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	in.iters[slot] = nil
+	c.in.iters[slot] = nil
 	if err := it.it.Close(); err != nil {
-		ret(stack, in.storeFailed(&in.stores[it.store], "close iterator", err))
-		return
+		return c.in.storeFailed(&c.in.stores[it.store], "close iterator", err)
 	}
-	ret(stack, abi.CodeOK)
+	return abi.CodeOK
 }
 
 // clone copies b, keeping nil as nil and empty as empty.

@@ -1,32 +1,27 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/statehost/statehost/abi"
 )
 
-func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil || in.batch == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	buf, code := view(mod.Memory(), argPtr(stack, 0), argI32(stack, 1))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+func hostRecordNext(c call) int32 {
+	in := c.in
+	buf := c.bytes(0)
+	switch {
+	case in.batch == nil:
+		return abi.CodeNoRecord
+	case c.code != abi.CodeOK:
+		return c.code
 	}
 	next := in.cursor + 1
 	if next >= len(in.batch) {
 		in.cursor = len(in.batch)
-		ret(stack, 0)
-		return
+		return 0
 	}
 	r := &in.batch[next]
 	count, hsize := headersSize(r.Headers)
@@ -45,15 +40,14 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 		// The guest will grow its buffer for this record: if it dies doing so, this is the
 		// record that killed it, though the cursor has not moved.
 		in.needed, in.blame = int32(size), next
-		ret(stack, abi.CodeBufferTooSmall)
-		return
+		return abi.CodeBufferTooSmall
 	}
 	abi.PutRecordHeader(buf, h)
 	n := abi.RecordHeaderSize + copy(buf[abi.RecordHeaderSize:], r.Topic)
 	n += copy(buf[n:], r.Key)
 	n += copy(buf[n:], r.Value)
 	in.cursor, in.last, in.blame = next, next, next
-	ret(stack, int32(n))
+	return int32(n)
 }
 
 // headersSize returns the number of headers and the size of their entry encoding.
@@ -71,77 +65,50 @@ func lenOrNull(b []byte) int32 {
 	return int32(len(b))
 }
 
-func hostRecordHeaders(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	r := in.current()
+func hostRecordHeaders(c call) int32 {
+	r := c.in.current()
 	if r == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+		return abi.CodeNoRecord
 	}
-	buf, code := view(mod.Memory(), argPtr(stack, 0), argI32(stack, 1))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+	buf := c.bytes(0)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	if _, size := headersSize(r.Headers); size > len(buf) {
-		in.needed = int32(size)
-		ret(stack, abi.CodeBufferTooSmall)
-		return
+		c.in.needed = int32(size)
+		return abi.CodeBufferTooSmall
 	}
 	n := 0
 	for _, h := range r.Headers {
 		n += abi.PutEntry(buf[n:], []byte(h.Key), h.Value)
 	}
-	ret(stack, int32(n))
+	return int32(n)
 }
 
-func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
+func hostEmit(c call) int32 {
+	in := c.in
 	r := in.current()
 	if r == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+		return abi.CodeNoRecord
 	}
-	out := argI32(stack, 0)
+	out := c.i32(0)
 	if out < 0 || int(out) >= len(in.task.Outputs) {
-		ret(stack, abi.CodeBadHandle)
-		return
+		return abi.CodeBadHandle
 	}
-	mem := mod.Memory()
-	key, code := nullableView(mem, argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	value, code := nullableView(mem, argPtr(stack, 3), argI32(stack, 4))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	hdrs, code := view(mem, argPtr(stack, 5), argI32(stack, 6))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+	key, value, hdrs := c.nullable(1), c.nullable(3), c.bytes(5)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
 	// Bound what the host allocates (and the emitter keeps) for one emit; the views above
 	// cost nothing.
 	if len(key)+len(value)+len(hdrs) > abi.MaxEmitBytes {
-		ret(stack, abi.CodeLimit)
-		return
+		return abi.CodeLimit
 	}
 	rec := OutputRecord{Topic: in.task.Outputs[out], Timestamp: r.Timestamp}
 	if len(hdrs) > 0 {
+		var code int32
 		if rec.Headers, code = copyHeaders(hdrs); code != abi.CodeOK {
-			ret(stack, code)
-			return
+			return code
 		}
 	}
 	// The emitter keeps what it gets: copy key and value out of guest memory, in one
@@ -153,12 +120,11 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	if value != nil {
 		rec.Value = buf[len(key) : len(key)+copy(buf[len(key):], value)]
 	}
-	if err := in.task.Emitter.Emit(ctx, rec); err != nil {
+	if err := in.task.Emitter.Emit(c.ctx, rec); err != nil {
 		in.hostFailed(ErrEmit, fmt.Errorf("output %q: %w", rec.Topic, err))
-		ret(stack, abi.CodeEmitFailed)
-		return
+		return abi.CodeEmitFailed
 	}
-	ret(stack, abi.CodeOK)
+	return abi.CodeOK
 }
 
 // copyHeaders decodes a sequence of header entries into copies, in three allocations
@@ -206,25 +172,18 @@ func copyHeaders(b []byte) ([]Header, int32) {
 	return hs, abi.CodeOK
 }
 
-func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	level := argI32(stack, 0)
+func hostLog(c call) int32 {
+	level := c.i32(0)
 	if level < abi.LevelTrace || level > abi.LevelError {
-		ret(stack, abi.CodeBadArgument)
-		return
+		return abi.CodeBadArgument
 	}
-	msg, code := view(mod.Memory(), argPtr(stack, 1), argI32(stack, 2))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
+	msg := c.bytes(1)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
+	in := c.in
 	if hclog.Level(level) < in.log.GetLevel() {
-		ret(stack, abi.CodeOK)
-		return
+		return abi.CodeOK
 	}
 	text := truncate(msg, abi.MaxLogLen)
 	if r := in.current(); r != nil {
@@ -232,32 +191,19 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	} else {
 		in.log.Log(hclog.Level(level), text)
 	}
-	ret(stack, abi.CodeOK)
+	return abi.CodeOK
 }
 
-func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
+func hostSetError(c call) int32 {
+	msg := c.bytes(0)
+	if c.code != abi.CodeOK {
+		return c.code
 	}
-	msg, code := view(mod.Memory(), argPtr(stack, 0), argI32(stack, 1))
-	if code != abi.CodeOK {
-		ret(stack, code)
-		return
-	}
-	in.message = truncate(msg, abi.MaxErrorLen)
-	ret(stack, abi.CodeOK)
+	c.in.message = truncate(msg, abi.MaxErrorLen)
+	return abi.CodeOK
 }
 
-func hostBufferNeeded(ctx context.Context, _ api.Module, stack []uint64) {
-	in := instanceFrom(ctx)
-	if in == nil {
-		ret(stack, abi.CodeNoRecord)
-		return
-	}
-	ret(stack, in.needed)
-}
+func hostBufferNeeded(c call) int32 { return c.in.needed }
 
 // truncate copies at most n bytes of b into a string with invalid UTF-8 replaced.
 func truncate(b []byte, n int) string {
