@@ -64,6 +64,9 @@ func (p *Producer) claim(processor string, partition int32, stores []string) (*t
 	}
 	k := taskKey{processor, partition}
 	if old := p.trackers[k]; old != nil {
+		if !old.closed {
+			return nil, fmt.Errorf("changelog: task %s_%d is already open", processor, partition)
+		}
 		if n := old.inFlight(); n > 0 {
 			return nil, &InFlightError{Processor: processor, Partition: partition, Records: n}
 		}
@@ -76,10 +79,11 @@ func (p *Producer) claim(processor string, partition int32, stores []string) (*t
 	return t, nil
 }
 
-// release forgets the tracker of a closed task once it has nothing in flight.
+// release marks the tracker of a task closed, and forgets it once it has nothing in flight.
 func (p *Producer) release(processor string, partition int32, t *tracker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	t.closed = true
 	k := taskKey{processor, partition}
 	if p.trackers[k] == t && t.inFlight() == 0 {
 		delete(p.trackers, k)
@@ -130,7 +134,8 @@ type topicPartition struct {
 
 // tracker follows the records of one task from produce to acknowledgement.
 type tracker struct {
-	p *Producer
+	p      *Producer
+	closed bool // the task is closed (guarded by p.mu)
 
 	mu      sync.Mutex
 	pending int

@@ -43,6 +43,10 @@ func TestStoreBelongsToOneProcessor(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `store "kv" of processor "b" is already the store of processor "a"`) {
 		t.Fatalf("second owner: err = %v", err)
 	}
+	// The same task cannot be open twice.
+	if _, err := OpenTask(e.m, e.prod, TaskConfig{AppID: app, Processor: "a", Partition: 0, Stores: []StoreSpec{{Name: "kv"}}}); err == nil || !strings.Contains(err.Error(), "already open") {
+		t.Fatalf("second open of a_0: err = %v", err)
+	}
 	// The same processor on another partition, and an unlogged store of the same name
 	// elsewhere (it has no topic), are fine.
 	a1, err := OpenTask(e.m, e.prod, TaskConfig{AppID: app, Processor: "a", Partition: 1, Stores: []StoreSpec{{Name: "kv"}}})

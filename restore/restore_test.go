@@ -54,6 +54,7 @@ func TestColdRestore(t *testing.T) {
 			if len(want) < 50 {
 				t.Fatalf("state too small: %d", len(want))
 			}
+			_ = task.Close(ctx)
 			e.manager(t, t.TempDir()) // a new, empty disk
 			task = e.task(t, 1, spec)
 			rec := &recorder{}
