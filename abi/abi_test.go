@@ -20,7 +20,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := RecordHeader{Offset: 1<<40 + 7, Timestamp: -5, Partition: 3, TopicLen: 5,
-				KeyLen: int32(lenOrNull(tc.key)), ValueLen: int32(lenOrNull(tc.value)), HeaderCount: 2, HeadersSize: 30}
+				KeyLen: LenOrNull(tc.key), ValueLen: LenOrNull(tc.value), HeaderCount: 2, HeadersSize: 30}
 			b := make([]byte, h.Size())
 			PutRecordHeader(b, h)
 			n := RecordHeaderSize + copy(b[RecordHeaderSize:], "words")

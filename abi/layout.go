@@ -55,6 +55,16 @@ func PutRecordHeader(b []byte, h RecordHeader) {
 	le.PutUint32(b[RecordHeadersSizeAt:], uint32(h.HeadersSize))
 }
 
+// PutRecord writes a record as record_next does: the header h, then topic, key and value
+// (nothing for a null key or value; h says they are null). b must hold h.Size() bytes. It
+// returns the number of bytes written.
+func PutRecord(b []byte, h RecordHeader, topic string, key, value []byte) int {
+	PutRecordHeader(b, h)
+	n := RecordHeaderSize + copy(b[RecordHeaderSize:], topic)
+	n += copy(b[n:], key)
+	return n + copy(b[n:], value)
+}
+
 // ReadRecord decodes a record written by record_next. Topic, key and value are views of b;
 // key and value are nil when null and non-nil when empty. ok is false if b is malformed.
 func ReadRecord(b []byte) (h RecordHeader, topic, key, value []byte, ok bool) {
@@ -105,7 +115,7 @@ func PutEntry(b []byte, key, value []byte) int {
 // AppendEntry appends an entry to dst, encoding a nil value as null.
 func AppendEntry(dst []byte, key, value []byte) []byte {
 	n := len(dst)
-	dst = append(dst, make([]byte, EntrySize(len(key), lenOrNull(value)))...)
+	dst = append(dst, make([]byte, EntrySize(len(key), int(LenOrNull(value))))...)
 	PutEntry(dst[n:], key, value)
 	return dst
 }
@@ -141,9 +151,10 @@ func part(b []byte, n int32) (p, rest []byte) {
 
 func lenOrZero(n int32) int { return int(max(n, 0)) }
 
-func lenOrNull(b []byte) int {
+// LenOrNull returns the ABI length of b: NullLen for nil (null), len(b) otherwise.
+func LenOrNull(b []byte) int32 {
 	if b == nil {
-		return int(NullLen)
+		return NullLen
 	}
-	return len(b)
+	return int32(len(b))
 }

@@ -233,7 +233,7 @@ func TestEmitLimits(t *testing.T) {
 	type shape struct{ key, value, headers int }
 	var got []shape
 	for _, rec := range passed {
-		got = append(got, shape{int(lenOrNull(rec.Key)), int(lenOrNull(rec.Value)), len(rec.Headers)})
+		got = append(got, shape{int(abi.LenOrNull(rec.Key)), int(abi.LenOrNull(rec.Value)), len(rec.Headers)})
 	}
 	wantShapes := []shape{{1, 1, abi.MaxEmitHeaders}, {1, abi.MaxEmitBytes - 1, 0}, {-1, abi.MaxEmitBytes, 0}, {1, abi.MaxEmitBytes - 9, 1}}
 	if !slices.Equal(got, wantShapes) {

@@ -30,8 +30,8 @@ func hostRecordNext(c call) int32 {
 		Timestamp:   r.Timestamp.UnixMilli(),
 		Partition:   r.Partition,
 		TopicLen:    int32(len(r.Topic)),
-		KeyLen:      lenOrNull(r.Key),
-		ValueLen:    lenOrNull(r.Value),
+		KeyLen:      abi.LenOrNull(r.Key),
+		ValueLen:    abi.LenOrNull(r.Value),
 		HeaderCount: int32(count),
 		HeadersSize: int32(hsize),
 	}
@@ -42,10 +42,7 @@ func hostRecordNext(c call) int32 {
 		in.needed, in.blame = int32(size), next
 		return abi.CodeBufferTooSmall
 	}
-	abi.PutRecordHeader(buf, h)
-	n := abi.RecordHeaderSize + copy(buf[abi.RecordHeaderSize:], r.Topic)
-	n += copy(buf[n:], r.Key)
-	n += copy(buf[n:], r.Value)
+	n := abi.PutRecord(buf, h, r.Topic, r.Key, r.Value)
 	in.cursor, in.last, in.blame = next, next, next
 	return int32(n)
 }
@@ -53,16 +50,9 @@ func hostRecordNext(c call) int32 {
 // headersSize returns the number of headers and the size of their entry encoding.
 func headersSize(hs []Header) (count, size int) {
 	for _, h := range hs {
-		size += abi.EntrySize(len(h.Key), int(lenOrNull(h.Value)))
+		size += abi.EntrySize(len(h.Key), int(abi.LenOrNull(h.Value)))
 	}
 	return len(hs), size
-}
-
-func lenOrNull(b []byte) int32 {
-	if b == nil {
-		return abi.NullLen
-	}
-	return int32(len(b))
 }
 
 func hostRecordHeaders(c call) int32 {

@@ -195,8 +195,8 @@ func (h *memHost) RecordNext(buf []byte) int32 {
 		Timestamp:   r.Timestamp.UnixMilli(),
 		Partition:   r.Partition,
 		TopicLen:    int32(len(r.Topic)),
-		KeyLen:      lenOrNull(r.Key),
-		ValueLen:    lenOrNull(r.Value),
+		KeyLen:      abi.LenOrNull(r.Key),
+		ValueLen:    abi.LenOrNull(r.Value),
 		HeaderCount: int32(len(r.Headers)),
 		HeadersSize: int32(len(encodeHeaders(r.Headers))),
 	}
@@ -204,10 +204,7 @@ func (h *memHost) RecordNext(buf []byte) int32 {
 		h.needed = int32(hdr.Size())
 		return abi.CodeBufferTooSmall
 	}
-	abi.PutRecordHeader(buf, hdr)
-	n := abi.RecordHeaderSize + copy(buf[abi.RecordHeaderSize:], r.Topic)
-	n += copy(buf[n:], r.Key)
-	n += copy(buf[n:], r.Value)
+	n := abi.PutRecord(buf, hdr, r.Topic, r.Key, r.Value)
 	h.cursor, h.last = next, next
 	return int32(n)
 }
@@ -280,13 +277,6 @@ func encodeHeaders(hs []Header) []byte {
 		b = abi.AppendEntry(b, []byte(x.Key), x.Value)
 	}
 	return b
-}
-
-func lenOrNull(b []byte) int32 {
-	if b == nil {
-		return abi.NullLen
-	}
-	return int32(len(b))
 }
 
 func clone(b []byte) []byte {
