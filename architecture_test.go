@@ -40,6 +40,8 @@ var rules = []rule{
 		why: "changelog sits below restore and host"},
 	{dir: "restore", forbid: []string{module + "/host", module + "/abi", module + "/pluginsdk", module + "/cmd", "github.com/tetratelabs/"},
 		why: "restore never imports the host"},
+	{dir: "config", forbid: []string{module + "/", "github.com/twmb/", "github.com/cockroachdb/", "github.com/tetratelabs/"},
+		why: "config only decodes and checks the HCL file; what needs the broker or the engine is checked by their owners"},
 	{dir: "host", forbid: []string{module + "/cmd", module + "/pluginsdk", module + "/plugins"},
 		why: "the host serves guests, it does not link them"},
 }

@@ -1,0 +1,221 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Guarantee is a processing guarantee.
+type Guarantee string
+
+const (
+	// AtLeastOnce: state is never lost; a record may be applied twice after a crash.
+	AtLeastOnce Guarantee = "at_least_once"
+	// ExactlyOnce is not supported yet: it arrives with its own issue.
+	ExactlyOnce Guarantee = "exactly_once"
+)
+
+// Options tunes Load and Parse.
+type Options struct {
+	// CheckModule, when set, validates each processor's module file (called with its absolute path).
+	CheckModule func(path string) error
+}
+
+// Config is a decoded application configuration. When Load or Parse returned error
+// diagnostics it is incomplete and must not be used to run.
+type Config struct {
+	Path           string               // absolute path of the config file
+	Files          map[string]*hcl.File // the parser's file map, for WriteDiagnostics
+	ApplicationID  string
+	StateDir       string // absolute
+	Guarantee      Guarantee
+	CommitInterval time.Duration
+	Kafka          Kafka
+	EmbeddedBroker EmbeddedBroker
+	Admin          Admin
+	Topics         []Topic       // in file order
+	Repartitions   []Repartition // in file order
+	Processors     []Processor   // in file order
+}
+
+// Kafka is the kafka block. No brokers means an embedded broker runs in-process.
+type Kafka struct {
+	Brokers []string
+	Range   hcl.Range // the brokers attribute or the block, zero if absent
+}
+
+// EmbeddedBroker is the embedded_broker block, used only when Kafka.Brokers is empty.
+type EmbeddedBroker struct {
+	Listen  string
+	DataDir string // absolute
+}
+
+// Admin is the admin block.
+type Admin struct {
+	Listen string // "" = disabled
+}
+
+// Topic is a topic block: a topic created at start when missing.
+type Topic struct {
+	Name            string
+	Partitions      int32
+	Configs         map[string]string
+	DeclRange       hcl.Range // the block header
+	PartitionsRange hcl.Range // the partitions attribute
+}
+
+// Repartition is a repartition block: an internal topic named <application_id>-<name>-repartition.
+type Repartition struct {
+	Name            string // short name
+	Topic           string // <application_id>-<name>-repartition
+	Partitions      int32
+	DeclRange       hcl.Range
+	PartitionsRange hcl.Range
+}
+
+// Processor is a processor block.
+type Processor struct {
+	Name         string
+	Module       string      // absolute path
+	ModuleRange  hcl.Range   // the module attribute's expression
+	Inputs       []string    // resolved full topic names
+	InputRanges  []hcl.Range // one per input: the element's expression range in the list
+	InputsRange  hcl.Range   // the whole inputs attribute
+	Outputs      []string    // resolved full topic names
+	OutputRanges []hcl.Range
+	Stores       []Store
+	DeclRange    hcl.Range
+}
+
+// Store is a store block inside a processor.
+type Store struct {
+	Name         string
+	Type         string // "keyvalue"
+	Backend      string // "pebble" | "memory"
+	Coalesce     bool
+	Logging      bool              // default true
+	TopicConfigs map[string]string // logging.topic_config
+	DeclRange    hcl.Range
+}
+
+// Load reads, decodes and validates the file at path. It returns every diagnostic.
+// The *Config is nil only when the file could not be read or parsed at all; when the returned
+// diagnostics have errors the Config must not be used to run.
+func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		start := hcl.Pos{Line: 1, Column: 1}
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Failed to read file",
+			Detail:   fmt.Sprintf("The configuration file %q could not be read: %v.", path, err),
+			Subject:  &hcl.Range{Filename: path, Start: start, End: start},
+		}}
+	}
+	return Parse(src, path, opts)
+}
+
+// Parse is Load on bytes already read; filename is used in ranges and for resolving relative
+// paths (its directory).
+func Parse(src []byte, filename string, opts Options) (*Config, hcl.Diagnostics) {
+	abs, err := filepath.Abs(filename)
+	if err != nil {
+		start := hcl.Pos{Line: 1, Column: 1}
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid file name",
+			Detail:   fmt.Sprintf("The configuration file name %q cannot be made absolute: %v.", filename, err),
+			Subject:  &hcl.Range{Filename: filename, Start: start, End: start},
+		}}
+	}
+	parser := hclparse.NewParser()
+	file, diags := parser.ParseHCL(src, filename)
+	if file == nil || file.Body == nil {
+		return nil, sortDiagnostics(diags)
+	}
+	c := &Config{Path: abs, Files: parser.Files()}
+	// The parser recovers from a syntax error and returns what it understood: decode it too so
+	// that every problem shows up at once, as the caller asked.
+	d := &decoder{diags: diags, dir: filepath.Dir(abs)}
+	d.decodeFile(file.Body, c, opts)
+	return c, sortDiagnostics(d.diags)
+}
+
+// sortDiagnostics orders diagnostics by position so that output follows the file.
+func sortDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i].Subject, diags[j].Subject
+		switch {
+		case a == nil || b == nil:
+			return a != nil && b == nil
+		case a.Filename != b.Filename:
+			return a.Filename < b.Filename
+		default:
+			return a.Start.Byte < b.Start.Byte
+		}
+	})
+	return diags
+}
+
+// WriteDiagnostics prints all diags. Each starts with a line "file:line:col: severity:
+// summary" (the form editors and terminals link to), followed by hcl's text writer's account:
+// the file and line, the enclosing block, a source snippet and the detail, wrapped at 100
+// columns, without color. files may be nil (then snippets are omitted).
+func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
+	tw := hcl.NewDiagnosticTextWriter(w, files, 100, false)
+	for _, d := range diags {
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		var err error
+		if d.Subject != nil {
+			_, err = fmt.Fprintf(w, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
+		} else {
+			_, err = fmt.Fprintf(w, "%s: %s\n", sev, d.Summary)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteDiagnostic(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RepartitionByTopic returns the repartition block whose full topic name is topic, or nil.
+func (c *Config) RepartitionByTopic(topic string) *Repartition {
+	for i := range c.Repartitions {
+		if c.Repartitions[i].Topic == topic {
+			return &c.Repartitions[i]
+		}
+	}
+	return nil
+}
+
+// TopicByName returns the topic block named name, or nil.
+func (c *Config) TopicByName(name string) *Topic {
+	for i := range c.Topics {
+		if c.Topics[i].Name == name {
+			return &c.Topics[i]
+		}
+	}
+	return nil
+}
+
+// ChangelogTopic returns the changelog topic of store: <application_id>-<store>-changelog.
+func (c *Config) ChangelogTopic(store string) string {
+	return changelogTopic(c.ApplicationID, store)
+}
+
+func changelogTopic(app, store string) string { return app + "-" + store + "-changelog" }
+
+func repartitionTopic(app, name string) string { return app + "-" + name + "-repartition" }

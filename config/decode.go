@@ -1,0 +1,330 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+)
+
+// Defaults of the attributes that have one.
+const (
+	defaultStateDir       = "state"
+	defaultCommitInterval = 30 * time.Second // Kafka Streams' default for at-least-once
+	defaultBrokerListen   = "127.0.0.1:9092"
+	defaultAdminListen    = "127.0.0.1:9464"
+	defaultStoreType      = "keyvalue"
+	defaultBackend        = "pebble"
+)
+
+// The raw structs mirror the file. Every attribute is an hcl.Expression so that the decoder
+// reports each problem on the exact range, with its own words, and never stops at the first.
+// None has a "remain" field: gohcl then reports unknown attributes and blocks as errors.
+
+type rawFile struct {
+	ApplicationID       hcl.Expression     `hcl:"application_id,optional"`
+	StateDir            hcl.Expression     `hcl:"state_dir,optional"`
+	ProcessingGuarantee hcl.Expression     `hcl:"processing_guarantee,optional"`
+	CommitInterval      hcl.Expression     `hcl:"commit_interval,optional"`
+	Kafka               *rawKafka          `hcl:"kafka,block"`
+	EmbeddedBroker      *rawEmbeddedBroker `hcl:"embedded_broker,block"`
+	Admin               *rawAdmin          `hcl:"admin,block"`
+	Topics              []rawTopic         `hcl:"topic,block"`
+	Repartitions        []rawRepartition   `hcl:"repartition,block"`
+	Processors          []rawProcessor     `hcl:"processor,block"`
+}
+
+type rawKafka struct {
+	Brokers      hcl.Expression `hcl:"brokers,optional"`
+	BrokersRange hcl.Range      `hcl:"brokers,attr_range"`
+	DefRange     hcl.Range      `hcl:",def_range"`
+}
+
+type rawEmbeddedBroker struct {
+	Listen   hcl.Expression `hcl:"listen,optional"`
+	DataDir  hcl.Expression `hcl:"data_dir,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type rawAdmin struct {
+	Listen hcl.Expression `hcl:"listen,optional"`
+}
+
+type rawTopic struct {
+	Name            string         `hcl:"name,label"`
+	NameRange       hcl.Range      `hcl:"name,label_range"`
+	Partitions      hcl.Expression `hcl:"partitions,optional"`
+	PartitionsRange hcl.Range      `hcl:"partitions,attr_range"`
+	Config          hcl.Expression `hcl:"config,optional"`
+	DefRange        hcl.Range      `hcl:",def_range"`
+}
+
+type rawRepartition struct {
+	Name            string         `hcl:"name,label"`
+	NameRange       hcl.Range      `hcl:"name,label_range"`
+	Partitions      hcl.Expression `hcl:"partitions,optional"`
+	PartitionsRange hcl.Range      `hcl:"partitions,attr_range"`
+	DefRange        hcl.Range      `hcl:",def_range"`
+}
+
+type rawProcessor struct {
+	Name        string         `hcl:"name,label"`
+	NameRange   hcl.Range      `hcl:"name,label_range"`
+	Module      hcl.Expression `hcl:"module,optional"`
+	Inputs      hcl.Expression `hcl:"inputs,optional"`
+	InputsRange hcl.Range      `hcl:"inputs,attr_range"`
+	Outputs     hcl.Expression `hcl:"outputs,optional"`
+	Stores      []rawStore     `hcl:"store,block"`
+	DefRange    hcl.Range      `hcl:",def_range"`
+}
+
+type rawStore struct {
+	Name      string         `hcl:"name,label"`
+	NameRange hcl.Range      `hcl:"name,label_range"`
+	Type      hcl.Expression `hcl:"type,optional"`
+	Backend   hcl.Expression `hcl:"backend,optional"`
+	Coalesce  hcl.Expression `hcl:"coalesce,optional"`
+	Logging   *rawLogging    `hcl:"logging,block"`
+	DefRange  hcl.Range      `hcl:",def_range"`
+}
+
+type rawLogging struct {
+	Enabled     hcl.Expression `hcl:"enabled,optional"`
+	TopicConfig hcl.Expression `hcl:"topic_config,optional"`
+	DefRange    hcl.Range      `hcl:",def_range"`
+}
+
+// decodeFile fills c from body; every problem lands in d.diags.
+func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
+	var raw rawFile
+	d.diags = append(d.diags, gohcl.DecodeBody(body, nil, &raw)...)
+
+	if d.required(raw.ApplicationID, "application_id", body.MissingItemRange()) {
+		if id, ok := d.str(raw.ApplicationID, "application_id"); ok {
+			c.ApplicationID = id
+			if msg := checkApplicationID(id); msg != "" {
+				d.errorf(raw.ApplicationID.Range(), "Invalid application_id", "The application_id %q %s; it prefixes topic names and is the consumer group id.", id, msg)
+			}
+		}
+	}
+
+	stateDir := defaultStateDir
+	if s, ok := d.str(raw.StateDir, "state_dir"); ok {
+		if s == "" {
+			d.errorf(raw.StateDir.Range(), "Invalid state_dir", "The state_dir must not be empty; leave it out for the default %q.", defaultStateDir)
+		} else {
+			stateDir = s
+		}
+	}
+	c.StateDir = d.path(stateDir)
+
+	c.Guarantee = AtLeastOnce
+	if s, ok := d.str(raw.ProcessingGuarantee, "processing_guarantee"); ok {
+		c.Guarantee = Guarantee(s)
+		switch c.Guarantee {
+		case AtLeastOnce:
+		case ExactlyOnce:
+			d.errorf(raw.ProcessingGuarantee.Range(), "Unsupported processing guarantee", "The processing guarantee %q is not supported yet: it arrives with its own issue. Use %q.", ExactlyOnce, AtLeastOnce)
+		default:
+			d.errorf(raw.ProcessingGuarantee.Range(), "Invalid processing guarantee", "The processing guarantee %q is not one of the valid values: %q (the default) or %q (not supported yet).", s, AtLeastOnce, ExactlyOnce)
+		}
+	}
+
+	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", defaultCommitInterval)
+
+	d.decodeKafka(raw.Kafka, c)
+	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)
+
+	c.Admin.Listen = defaultAdminListen
+	if raw.Admin != nil {
+		if s, ok := d.str(raw.Admin.Listen, "listen"); ok {
+			c.Admin.Listen = s
+			if s != "" {
+				d.hostPort(raw.Admin.Listen.Range(), "admin listen address", s, defaultAdminListen, true, true)
+			}
+		}
+	}
+
+	for _, rt := range raw.Topics {
+		c.Topics = append(c.Topics, d.decodeTopic(rt))
+	}
+	for _, rr := range raw.Repartitions {
+		c.Repartitions = append(c.Repartitions, d.decodeRepartition(rr, c.ApplicationID))
+	}
+	for _, rp := range raw.Processors {
+		c.Processors = append(c.Processors, d.decodeProcessor(rp, opts))
+	}
+	d.checkTopics(raw, c)
+	d.checkProcessors(raw, c)
+}
+
+func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
+	if rk == nil {
+		return
+	}
+	c.Kafka.Range = rk.DefRange
+	brokers, ranges, present := d.stringList(rk.Brokers, "brokers")
+	if !present {
+		return
+	}
+	c.Kafka.Range = rk.BrokersRange
+	for i, b := range brokers {
+		d.hostPort(ranges[i], "broker address", b, "kafka-1:9092", false, false)
+	}
+	c.Kafka.Brokers = brokers
+}
+
+func (d *decoder) decodeEmbeddedBroker(re *rawEmbeddedBroker, c *Config) {
+	c.EmbeddedBroker = EmbeddedBroker{Listen: defaultBrokerListen, DataDir: filepath.Join(c.StateDir, "broker")}
+	if re == nil {
+		return
+	}
+	if len(c.Kafka.Brokers) > 0 {
+		d.warnf(re.DefRange, "Embedded broker not used", "The embedded_broker block is ignored because kafka.brokers is set (%s): the embedded broker runs only when there are no brokers.", where(c.Kafka.Range))
+	}
+	if s, ok := d.str(re.Listen, "listen"); ok {
+		c.EmbeddedBroker.Listen = s
+		d.hostPort(re.Listen.Range(), "embedded broker listen address", s, defaultBrokerListen, true, true)
+	}
+	if s, ok := d.str(re.DataDir, "data_dir"); ok {
+		if s == "" {
+			d.errorf(re.DataDir.Range(), "Invalid data_dir", "The data_dir must not be empty; leave it out for the default <state_dir>/broker.")
+		} else {
+			c.EmbeddedBroker.DataDir = d.path(s)
+		}
+	}
+}
+
+func (d *decoder) decodeTopic(rt rawTopic) Topic {
+	t := Topic{Name: rt.Name, DeclRange: rt.DefRange, PartitionsRange: rt.PartitionsRange}
+	if msg := checkTopicName(rt.Name); msg != "" {
+		d.errorf(rt.NameRange, "Invalid topic name", "The topic name %q %s.", rt.Name, msg)
+	}
+	if d.required(rt.Partitions, "partitions", rt.DefRange) {
+		t.Partitions = d.partitions(rt.Partitions)
+	}
+	t.Configs = d.stringMap(rt.Config, "config")
+	return t
+}
+
+func (d *decoder) decodeRepartition(rr rawRepartition, app string) Repartition {
+	r := Repartition{Name: rr.Name, Topic: repartitionTopic(app, rr.Name), DeclRange: rr.DefRange, PartitionsRange: rr.PartitionsRange}
+	if msg := checkTopicName(rr.Name); msg != "" {
+		d.errorf(rr.NameRange, "Invalid repartition name", "The repartition name %q %s.", rr.Name, msg)
+	} else if app != "" && len(r.Topic) > maxTopicLen {
+		d.errorf(rr.NameRange, "Repartition name too long", "The repartition topic %q is longer than Kafka's limit of %d characters.", r.Topic, maxTopicLen)
+	}
+	if d.required(rr.Partitions, "partitions", rr.DefRange) {
+		r.Partitions = d.partitions(rr.Partitions)
+	}
+	return r
+}
+
+func (d *decoder) decodeProcessor(rp rawProcessor, opts Options) Processor {
+	p := Processor{Name: rp.Name, DeclRange: rp.DefRange, InputsRange: rp.InputsRange}
+	if msg := checkProcessorName(rp.Name); msg != "" {
+		d.errorf(rp.NameRange, "Invalid processor name", "The processor name %q %s.", rp.Name, msg)
+	}
+
+	if d.required(rp.Module, "module", rp.DefRange) {
+		p.ModuleRange = rp.Module.Range()
+		if s, ok := d.str(rp.Module, "module"); ok {
+			if s == "" {
+				d.errorf(p.ModuleRange, "Invalid module", "The module must be the path of a .wasm file, not empty.")
+			} else {
+				p.Module = d.path(s)
+				d.checkModule(p.Module, p.ModuleRange, opts)
+			}
+		}
+	}
+
+	if d.required(rp.Inputs, "inputs", rp.DefRange) {
+		var present bool
+		p.Inputs, p.InputRanges, present = d.stringList(rp.Inputs, "inputs")
+		if present && len(p.Inputs) == 0 && !d.hasErrorAt(rp.Inputs.Range()) {
+			d.errorf(rp.Inputs.Range(), "No inputs", "The processor %q must read at least one topic: inputs must not be empty.", rp.Name)
+		}
+	}
+	p.Outputs, p.OutputRanges, _ = d.stringList(rp.Outputs, "outputs")
+
+	for _, rs := range rp.Stores {
+		p.Stores = append(p.Stores, d.decodeStore(rs))
+	}
+	return p
+}
+
+// hasErrorAt reports whether an error was already recorded on exactly rng.
+func (d *decoder) hasErrorAt(rng hcl.Range) bool {
+	for _, diag := range d.diags {
+		if diag.Severity == hcl.DiagError && diag.Subject != nil && *diag.Subject == rng {
+			return true
+		}
+	}
+	return false
+}
+
+// checkModule checks that the module file exists, is a regular file and, with
+// opts.CheckModule, is a valid module.
+func (d *decoder) checkModule(path string, rng hcl.Range, opts Options) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.errorf(rng, "Module file not found", "The module file %s does not exist (paths are relative to the directory of the configuration file).", path)
+		return
+	case err != nil:
+		d.errorf(rng, "Module file not readable", "The module file %s cannot be read: %v.", path, err)
+		return
+	case !fi.Mode().IsRegular():
+		d.errorf(rng, "Module is not a file", "The module %s is not a regular file.", path)
+		return
+	}
+	if opts.CheckModule != nil {
+		if err := opts.CheckModule(path); err != nil {
+			d.errorf(rng, "Invalid module", "The module %s is not a valid statehost module: %v.", path, err)
+		}
+	}
+}
+
+func (d *decoder) decodeStore(rs rawStore) Store {
+	s := Store{Name: rs.Name, Type: defaultStoreType, Backend: defaultBackend, Logging: true, DeclRange: rs.DefRange}
+	if msg := checkTopicName(rs.Name); msg != "" {
+		d.errorf(rs.NameRange, "Invalid store name", "The store name %q %s (it names the changelog topic <application_id>-<store>-changelog).", rs.Name, msg)
+	}
+	if t, ok := d.str(rs.Type, "type"); ok {
+		s.Type = t
+		switch t {
+		case "keyvalue":
+		case "window", "session":
+			d.errorf(rs.Type.Range(), "Unsupported store type", "The store type %q is not supported yet: it arrives with its own issue. The only store type so far is \"keyvalue\".", t)
+		default:
+			d.errorf(rs.Type.Range(), "Invalid store type", "The store type %q is not one of the valid values: \"keyvalue\" (the default); \"window\" and \"session\" are not supported yet.", t)
+		}
+	}
+	if b, ok := d.str(rs.Backend, "backend"); ok {
+		s.Backend = b
+		if b != "pebble" && b != "memory" {
+			d.errorf(rs.Backend.Range(), "Invalid store backend", "The store backend %q is not one of the valid values: \"pebble\" (the default) or \"memory\".", b)
+		}
+	}
+	s.Coalesce = d.boolean(rs.Coalesce, "coalesce", false)
+	if rs.Logging != nil {
+		s.Logging = d.boolean(rs.Logging.Enabled, "enabled", true)
+		s.TopicConfigs = d.stringMap(rs.Logging.TopicConfig, "topic_config")
+		if !s.Logging && !absent(rs.Logging.TopicConfig) {
+			d.warnf(rs.Logging.TopicConfig.Range(), "Changelog config not used", "The topic_config of store %q has no effect because its logging is disabled: the store has no changelog topic.", rs.Name)
+		}
+	}
+	return s
+}
+
+// path makes p absolute against the directory of the config file, and cleans it.
+func (d *decoder) path(p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.dir, p)
+	}
+	return filepath.Clean(p)
+}

@@ -1,0 +1,67 @@
+// Package config loads and validates a statehost application's HCL configuration.
+//
+// Load (or Parse) decodes the file with hashicorp/hcl/v2 and checks it completely: every
+// problem is an hcl.Diagnostic with the source range it is about (duplicates also say, in
+// their detail, where the first definition is), and all of them are returned at once, sorted
+// by position. WriteDiagnostics prints them with file, line and a source snippet.
+//
+// Relative paths (state_dir, module, embedded_broker.data_dir) are relative to the directory
+// of the configuration file, not to the working directory; Config holds them absolute.
+// Unknown attributes and blocks are errors.
+//
+// # Format
+//
+//	application_id       = "wordcount"      # required; [a-zA-Z0-9._-], 1 to 200 characters:
+//	                                        # it prefixes topic names and is the consumer group id
+//	state_dir            = "state"          # default "state"
+//	processing_guarantee = "at_least_once"  # default "at_least_once"; "exactly_once" is not
+//	                                        # supported yet (it arrives with its own issue)
+//	commit_interval      = "1s"             # a Go duration (time.ParseDuration), > 0; default "30s"
+//
+//	kafka {                                 # optional
+//	  brokers = ["127.0.0.1:9092"]          # "host:port" each; omitted or empty: an embedded
+//	}                                       # broker runs in-process
+//
+//	embedded_broker {                       # optional; used only when kafka.brokers is empty
+//	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"
+//	  data_dir = "state/broker"             # default <state_dir>/broker
+//	}
+//
+//	admin {                                 # optional
+//	  listen = "127.0.0.1:9464"             # default "127.0.0.1:9464"; "" disables it
+//	}
+//
+//	topic "sentences" {                     # any number; created at start when missing
+//	  partitions = 4                        # required, >= 1
+//	  config     = { "retention.ms" = "-1" } # optional topic configs, string to string
+//	}
+//
+//	repartition "words" {                   # any number; the internal topic
+//	  partitions = 4                        # <application_id>-words-repartition; required, >= 1
+//	}
+//
+//	processor "count" {                     # any number; name [a-zA-Z0-9._-], not starting
+//	                                        # with '.' (task directories are <name>_<partition>)
+//	  module  = "plugins/count/count.wasm"  # required; an existing .wasm file
+//	  inputs  = ["words"]                   # required, not empty, no duplicates
+//	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
+//
+//	  store "counts" {                      # any number; names unique in the application
+//	    type     = "keyvalue"               # default "keyvalue"; "window" and "session" are
+//	                                        # not supported yet (they arrive with their own issue)
+//	    backend  = "pebble"                 # default "pebble", or "memory"
+//	    coalesce = false                    # default false
+//	    logging {                           # optional
+//	      enabled      = true               # default true: changelog <application_id>-<store>-changelog
+//	      topic_config = { "min.compaction.lag.ms" = "0" } # optional changelog topic configs
+//	    }
+//	  }
+//	}
+//
+// Names of topics, repartitions and stores follow Kafka's rules for topic names
+// ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.
+// An input or output that names a repartition block by its short name means the
+// repartition's full topic name; a repartition therefore must not share its name with a topic
+// block. A topic block must not declare a repartition or changelog topic of the application.
+// Map values given as numbers or bools are taken in their string form.
+package config
