@@ -1,0 +1,37 @@
+// Package runtime runs a statehost application: it turns a configuration into tasks
+// (processor x partition) on a Kafka consumer group, restores their stores, feeds their
+// plugins with batches of records, and commits them in the order of the state core.
+//
+// # The path of a record
+//
+// One franz-go client in the consumer group named by the application id consumes the inputs
+// of every processor. A poll's records are grouped per task and each task's batch goes to its
+// plugin instance on a worker pool (Options.Workers); the loop waits for all of them before it
+// commits. A record emitted to an output topic is partitioned by key with murmur2, as the Java
+// client does (KeyPartition), and produced through the task's changelog.Task, so the next
+// commit waits for it.
+//
+// # Commits
+//
+// Every commit_interval, when a task's uncommitted writes grow past their bound, on revocation
+// and on shutdown, every task that processed records since its last commit commits
+// (changelog.Task.Commit: its changelog and output records acknowledged, then its write batch
+// and checkpoint applied atomically), and only then are the input offsets of the committed
+// tasks committed to the group. Records of repartition topics below the committed offsets are
+// then deleted (purged).
+//
+// # Rebalances
+//
+// The group uses cooperative rebalancing and blocks rebalances while a poll's records are
+// processed (kgo.BlockRebalanceOnPoll), so a revocation always sees committed or committable
+// tasks. An assigned partition is paused until every task that reads it has opened its stores
+// and restored them from their changelogs; a revoked task commits and closes; a lost task
+// closes without committing (the next owner restores what it had logged).
+//
+// # Failures
+//
+// A plugin error or a failed commit stops the application: the other tasks commit and close,
+// the failed task closes without committing its last batch, and Run returns the error, which
+// names the processor, the partition and the offset. Nothing is lost: the failed task's input
+// is processed again from its last committed offset by the next run.
+package runtime

@@ -1,0 +1,277 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+	"github.com/statehost/statehost/restore"
+)
+
+// modules are the plugins the tests run, built once by TestMain: name -> .wasm path.
+var modules = map[string]string{}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "statehost-runtime-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, name := range []string{"tokenize", "count", "leaderboard"} {
+		out := filepath.Join(dir, name+".wasm")
+		modules[name] = out
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := wasmbuild.Go(ctx, filepath.Join("..", "..", "plugins", name), out); err != nil {
+				errs <- fmt.Errorf("build %s: %w", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	close(errs)
+	for err := range errs {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster starts an in-process kfake broker.
+func cluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// loadConfig parses src as a config file in dir, with {{name}} replaced by module paths.
+func loadConfig(t *testing.T, dir, src string) *config.Config {
+	t.Helper()
+	for name, path := range modules {
+		src = strings.ReplaceAll(src, "{{"+name+"}}", path)
+	}
+	path := filepath.Join(dir, "app.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load(path, config.Options{})
+	if diags.HasErrors() {
+		var b strings.Builder
+		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
+		t.Fatalf("config: %s", b.String())
+	}
+	return cfg
+}
+
+// instance is a running Runtime.
+type instance struct {
+	rt     *Runtime
+	cancel context.CancelFunc
+	done   chan error
+	events *eventLog
+}
+
+// start creates a Runtime for cfg and runs it until stop.
+func start(t *testing.T, cfg *config.Config, brokers []string) *instance {
+	t.Helper()
+	ev := &eventLog{}
+	rt, err := New(context.Background(), Options{
+		Config:          cfg,
+		Brokers:         brokers,
+		Logger:          hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: testWriter{t}}),
+		RestoreListener: ev,
+		SessionTimeout:  6 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{rt: rt, cancel: cancel, done: make(chan error, 1), events: ev}
+	go func() { in.done <- rt.Run(ctx) }()
+	t.Cleanup(func() { in.stop(t) })
+	return in
+}
+
+// stop cancels the Runtime, waits for Run and closes it; it returns Run's error.
+func (in *instance) stop(t *testing.T) error {
+	t.Helper()
+	if in.rt == nil {
+		return nil
+	}
+	in.cancel()
+	var err error
+	select {
+	case err = <-in.done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	in.rt.Close()
+	in.rt = nil
+	return err
+}
+
+// eventLog records restore end events.
+type eventLog struct {
+	mu   sync.Mutex
+	ends []restore.EndEvent
+}
+
+func (e *eventLog) OnRestoreStart(restore.StartEvent)  {}
+func (e *eventLog) OnBatchRestored(restore.BatchEvent) {}
+func (e *eventLog) OnRestoreEnd(ev restore.EndEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ends = append(e.ends, ev)
+}
+
+// restored returns the records restored per store, summed over partitions.
+func (e *eventLog) restored() map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := map[string]int64{}
+	for _, ev := range e.ends {
+		m[ev.Store] += ev.Records
+	}
+	return m
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// client returns a producing and admin client of brokers.
+func client(t *testing.T, brokers []string) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+// produce writes the values to topic with null keys, spread over the partitions.
+func produce(t *testing.T, cl *kgo.Client, topic string, values ...string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// produceKeyed writes each key with the value "1", partitioned by key.
+func produceKeyed(t *testing.T, cl *kgo.Client, topic string, keys []string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte("1")}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// latest reads topic from the start to its current end and returns the last value per key
+// ("" for a tombstone, which removes the key), and the number of records read.
+func latest(t *testing.T, brokers []string, topic string) (map[string]string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, adm := client(t, brokers)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := map[string]string{}
+	n := 0
+	if len(want) == 0 {
+		return out, 0
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v (still waiting for %v)", topic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			if r.Value == nil {
+				delete(out, string(r.Key))
+			} else {
+				out[string(r.Key)] = string(r.Value)
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, n
+}
+
+// waitFor polls cond until it is true or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// committed returns the group's committed offsets of topic, by partition.
+func committed(t *testing.T, brokers []string, group, topic string) map[int32]int64 {
+	t.Helper()
+	_, adm := client(t, brokers)
+	resp, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}

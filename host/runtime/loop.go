@@ -1,0 +1,363 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/changelog"
+)
+
+// Run joins the consumer group and processes records until ctx ends or a task fails. On
+// ctx's end it commits every task, closes them and leaves the group, and returns nil; on a
+// failure it does the same for the healthy tasks and returns the failure.
+func (r *Runtime) Run(ctx context.Context) error {
+	stopAdmin, err := r.serveAdmin()
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
+	if err := r.newConsumer(); err != nil {
+		return err
+	}
+	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
+		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
+	nextCommit := time.Now().Add(r.cfg.CommitInterval)
+	for err == nil && ctx.Err() == nil {
+		if err = r.takeFatal(); err != nil {
+			break
+		}
+		if err = r.restorePending(ctx); err != nil {
+			break
+		}
+		fetches := r.poll(ctx, time.Until(nextCommit))
+		err = r.handleFetches(ctx, fetches)
+		if err == nil && (time.Now().After(nextCommit) || r.needsCommit()) {
+			err = r.commitAll(ctx, "interval")
+			nextCommit = time.Now().Add(r.cfg.CommitInterval)
+		}
+		r.consumer.AllowRebalance()
+	}
+	if err == nil && !errors.Is(context.Cause(ctx), context.Canceled) && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	return r.shutdown(err)
+}
+
+// poll waits at most wait for records. An assignment wakes it early, so that new tasks start
+// restoring at once.
+func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
+	if wait < 10*time.Millisecond {
+		wait = 10 * time.Millisecond
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	r.wakeMu.Lock()
+	r.pollCancel = cancel
+	r.wakeMu.Unlock()
+	fetches := r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
+	r.wakeMu.Lock()
+	r.pollCancel = nil
+	r.wakeMu.Unlock()
+	return fetches
+}
+
+// handleFetches groups a poll's records per task and has the tasks process them in parallel.
+func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error {
+	var fatal error
+	fetches.EachError(func(topic string, part int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, kgo.ErrClientClosed):
+			fatal = fmt.Errorf("runtime: the group consumer closed: %w", err)
+		default:
+			r.log.Warn("fetch error", "topic", topic, "partition", part, "error", err)
+		}
+	})
+	if fatal != nil {
+		return fatal
+	}
+	if fetches.Empty() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	work := make(map[*task][]*kgo.Record)
+	var order []*task
+	var missing error
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			return
+		}
+		for _, p := range r.readers[fp.Topic] {
+			t := r.tasks[taskID{p.cfg.Name, fp.Partition}]
+			if t == nil || t.state != stateRunning {
+				// Partitions are paused until all their tasks run, and a poll never returns
+				// records of a paused partition: this is a bug, and processing on would skip
+				// the records.
+				missing = fmt.Errorf("runtime: internal error: %d records of %s partition %d (offset %d) for task %s_%d, which is not running",
+					len(fp.Records), fp.Topic, fp.Partition, fp.Records[0].Offset, p.cfg.Name, fp.Partition)
+				continue
+			}
+			if _, ok := work[t]; !ok {
+				order = append(order, t)
+			}
+			work[t] = append(work[t], fp.Records...)
+		}
+	})
+	if missing != nil {
+		return missing
+	}
+	return r.forEachTask(order, func(t *task) error {
+		return t.process(ctx, work[t])
+	})
+}
+
+// forEachTask runs fn on the tasks with at most Options.Workers at a time and returns the
+// first error, after all have finished. The failed tasks are remembered in failed.
+func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
+	if len(tasks) == 1 {
+		err := fn(tasks[0])
+		if err != nil {
+			tasks[0].failed = true
+		}
+		return err
+	}
+	sem := make(chan struct{}, r.opts.Workers)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, t := range tasks {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(t); err != nil {
+				mu.Lock()
+				t.failed = true
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// needsCommit reports whether a task asks for an early commit.
+func (r *Runtime) needsCommit() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tasks {
+		if t.cl != nil && t.state == stateRunning && t.cl.NeedsCommit() {
+			return true
+		}
+	}
+	return false
+}
+
+// commitAll commits every task that processed records since its last commit, then the input
+// offsets of those tasks, then purges repartition topics. The caller holds no lock.
+func (r *Runtime) commitAll(ctx context.Context, why string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commitLocked(ctx, why)
+}
+
+// commitLocked is commitAll with r.mu held.
+func (r *Runtime) commitLocked(ctx context.Context, why string) error {
+	var dirty []*task
+	for _, t := range r.tasks {
+		if t.state == stateRunning && t.dirty() && !t.failed {
+			dirty = append(dirty, t)
+		}
+	}
+	if len(dirty) == 0 {
+		return nil
+	}
+	start := time.Now()
+	// 1-2. Each task: its records acknowledged, then its batch and checkpoint applied.
+	err := r.forEachTask(dirty, func(t *task) error {
+		if err := t.cl.Commit(ctx, nil); err != nil {
+			return fmt.Errorf("processor %s partition %d: commit: %w", t.id.proc, t.id.part, err)
+		}
+		return nil
+	})
+	// 3. The input offsets of the tasks that committed; a partition that a failed task also
+	// reads keeps its old offset, so its records are processed again by the next owner.
+	latest := make(map[topicPartition]*kgo.Record)
+	for _, t := range dirty {
+		if t.failed {
+			continue
+		}
+		for topic, rec := range t.last {
+			tp := topicPartition{topic, t.id.part}
+			if prev := latest[tp]; prev == nil || rec.Offset > prev.Offset {
+				latest[tp] = rec
+			}
+		}
+	}
+	for _, t := range r.tasks {
+		if t.failed {
+			for topic := range t.last {
+				delete(latest, topicPartition{topic, t.id.part})
+			}
+		}
+	}
+	recs := make([]*kgo.Record, 0, len(latest))
+	for _, rec := range latest {
+		recs = append(recs, rec)
+	}
+	if len(recs) > 0 {
+		if cerr := r.consumer.CommitRecords(ctx, recs...); cerr != nil {
+			// The state is applied; the offsets stay behind, and the records after them are
+			// processed again after a restart or a move (at least once).
+			r.log.Warn("offset commit failed; the records since the last commit may be processed again", "error", cerr)
+		} else {
+			r.purge(recs)
+		}
+	}
+	for _, t := range dirty {
+		if !t.failed {
+			t.last = nil
+		}
+	}
+	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(recs), "duration", time.Since(start))
+	return err
+}
+
+// purge deletes the records of repartition topics below the offsets just committed, in the
+// background: they will never be read again.
+func (r *Runtime) purge(committed []*kgo.Record) {
+	offsets := make(kadm.Offsets)
+	for _, rec := range committed {
+		if r.cfg.RepartitionByTopic(rec.Topic) != nil {
+			offsets.Add(kadm.Offset{Topic: rec.Topic, Partition: rec.Partition, At: rec.Offset + 1})
+		}
+	}
+	if len(offsets) == 0 || !r.purging.TryLock() {
+		return
+	}
+	go func() {
+		defer r.purging.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := r.adm.DeleteRecords(ctx, offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			r.log.Warn("purging repartition topics failed", "error", err)
+			return
+		}
+		resp.Each(func(d kadm.DeleteRecordsResponse) {
+			r.log.Trace("purged", "topic", d.Topic, "partition", d.Partition, "low_watermark", d.LowWatermark)
+		})
+	}()
+}
+
+// restorePending opens the tasks assigned since the last round and restores their stores. A
+// revocation cancels the restore: the tasks keep what they restored so far (their checkpoints
+// follow each applied batch) and the ones still assigned resume in the next round.
+func (r *Runtime) restorePending(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drainInbox()
+	var pending []*task
+	for _, t := range r.tasks {
+		if t.state == stateAssigned {
+			pending = append(pending, t)
+		}
+	}
+	if len(pending) == 0 {
+		r.syncPauses()
+		return nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.wakeMu.Lock()
+	r.restoreCancel = cancel
+	r.wakeMu.Unlock()
+	defer func() {
+		r.wakeMu.Lock()
+		r.restoreCancel = nil
+		r.wakeMu.Unlock()
+	}()
+
+	opened := pending[:0]
+	for _, t := range pending {
+		if t.cl == nil {
+			if err := t.open(rctx); err != nil {
+				if rctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+		opened = append(opened, t)
+		r.status.setState(t.id, "restoring")
+	}
+	cls := make([]*changelog.Task, 0, len(opened))
+	for _, t := range opened {
+		cls = append(cls, t.cl)
+	}
+	if err := r.restorer.Restore(rctx, cls...); err != nil {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			r.log.Info("restore interrupted by a rebalance; it resumes from its checkpoints")
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("runtime: restore: %w", err)
+	}
+	for _, t := range opened {
+		t.state = stateRunning
+		r.status.setState(t.id, "running")
+		r.log.Info("task running", "processor", t.id.proc, "partition", t.id.part)
+	}
+	r.syncPauses()
+	return nil
+}
+
+// shutdown commits and closes every task, then leaves the group. cause is the error that
+// stops the runtime, nil for a requested stop.
+func (r *Runtime) shutdown(cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	r.closing = true
+	if err := r.commitLocked(ctx, "shutdown"); err != nil && cause == nil {
+		cause = err
+	}
+	for id, t := range r.tasks {
+		if t.failed {
+			r.log.Error("closing the failed task without committing its last records", "processor", id.proc, "partition", id.part)
+		}
+		if err := t.close(); err != nil {
+			r.log.Warn("closing task", "processor", id.proc, "partition", id.part, "error", err)
+		}
+		delete(r.tasks, id)
+		r.status.remove(id)
+	}
+	r.mu.Unlock()
+	// Leave the group now that nothing is left to commit; the revocation callback finds no
+	// task.
+	r.consumer.Close()
+	r.consumer = nil
+	if cause != nil {
+		r.log.Error("stopped", "error", cause)
+		return cause
+	}
+	r.log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,387 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	goruntime "runtime"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/restore"
+	"github.com/statehost/statehost/store"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Config is the loaded application configuration, free of error diagnostics. Required.
+	Config *config.Config
+
+	// Brokers are the seed brokers. Default: Config.Kafka.Brokers. The command passes the
+	// embedded broker's address when that list is empty.
+	Brokers []string
+
+	// Logger is the parent logger; the runtime logs under "runtime". Default: discard.
+	Logger hclog.Logger
+
+	// Workers is the number of tasks that process a poll's batches in parallel.
+	// Default: GOMAXPROCS.
+	Workers int
+
+	// MaxPollRecords bounds the records one poll hands to the tasks. Default 10000.
+	MaxPollRecords int
+
+	// RestoreListener also receives the restore events of every store. Default none (the
+	// events are logged either way).
+	RestoreListener restore.Listener
+
+	// SessionTimeout is the group session timeout: how long the group waits for a member that
+	// stopped heartbeating (a killed process) before it moves its tasks. Default 10s.
+	SessionTimeout time.Duration
+}
+
+func (o *Options) defaults() error {
+	if o.Config == nil {
+		return errors.New("runtime: Options.Config is required")
+	}
+	if o.Config.Guarantee != config.AtLeastOnce {
+		return fmt.Errorf("runtime: processing guarantee %q is not supported", o.Config.Guarantee)
+	}
+	if len(o.Brokers) == 0 {
+		o.Brokers = o.Config.Kafka.Brokers
+	}
+	if len(o.Brokers) == 0 {
+		return errors.New("runtime: no brokers: set kafka.brokers or start the embedded broker")
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Workers <= 0 {
+		o.Workers = goruntime.GOMAXPROCS(0)
+	}
+	if o.MaxPollRecords <= 0 {
+		o.MaxPollRecords = 10000
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// DiagnosticsError reports configuration problems found against the broker or the modules:
+// input topics that do not exist, inputs that are not co-partitioned, modules that are not
+// statehost modules. Print it with config.WriteDiagnostics(w, Files, Diags).
+type DiagnosticsError struct {
+	Diags hcl.Diagnostics
+	Files map[string]*hcl.File
+}
+
+func (e *DiagnosticsError) Error() string {
+	if len(e.Diags) == 1 {
+		return e.Diags[0].Error()
+	}
+	return fmt.Sprintf("%s (and %d more problems)", e.Diags[0].Error(), len(e.Diags)-1)
+}
+
+// processor is a configured processor with its compiled module and its topology.
+type processor struct {
+	cfg        *config.Processor
+	mod        *engine.Module
+	partitions int32
+	stores     []changelog.StoreSpec
+}
+
+// Runtime runs one instance of an application. New prepares it, Run runs it until its
+// context ends, and Close releases what New opened.
+type Runtime struct {
+	opts Options
+	cfg  *config.Config
+	log  hclog.Logger
+
+	stores   *store.Manager
+	eng      *engine.Engine
+	procs    []*processor
+	readers  map[string][]*processor // input topic -> the processors that read it
+	outParts map[string]int32        // output topic -> its partition count
+
+	admCl     *kgo.Client // admin requests
+	adm       *kadm.Client
+	prodCl    *kgo.Client
+	producer  *changelog.Producer
+	restoreCl *kgo.Client
+	restorer  *restore.Restorer
+	consumer  *kgo.Client
+
+	// mu guards the task table and the offsets. The loop holds it while it restores,
+	// processes and commits; the rebalance callbacks hold it while they commit and close.
+	mu       sync.Mutex
+	tasks    map[taskID]*task
+	assigned map[topicPartition]bool
+	paused   map[topicPartition]bool
+	closing  bool
+
+	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
+	wakeMu        sync.Mutex
+	inbox         []map[string][]int32 // assignments not yet turned into tasks
+	fatal         error                // the first error that stops the runtime
+	pollCancel    context.CancelFunc   // wakes a blocked poll
+	restoreCancel context.CancelFunc   // stops a restore (revocation)
+
+	purging sync.Mutex // one purge of repartition topics at a time
+	status  *statusBoard
+}
+
+// New prepares an instance of the application in opts.Config: it locks and opens the state
+// directory <state_dir>/<application_id>, compiles the processors' modules, connects to the
+// brokers, and creates the topics the configuration declares (topic and repartition blocks,
+// changelogs, missing output topics). Problems of the configuration against the broker and
+// the modules come back together as a *DiagnosticsError.
+func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	cfg := opts.Config
+	r := &Runtime{
+		opts:     opts,
+		cfg:      cfg,
+		log:      opts.Logger.Named("runtime"),
+		readers:  make(map[string][]*processor),
+		outParts: make(map[string]int32),
+		tasks:    make(map[taskID]*task),
+		assigned: make(map[topicPartition]bool),
+		paused:   make(map[topicPartition]bool),
+		status:   newStatusBoard(),
+	}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+
+	dir := StateDir(cfg)
+	r.stores, err = store.Open(store.Settings{Dir: dir, Logger: opts.Logger})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return nil, fmt.Errorf("runtime: state directory %s is used by another statehost process: %w", dir, err)
+		}
+		return nil, fmt.Errorf("runtime: open state directory %s: %w", dir, err)
+	}
+	r.eng, err = engine.New(ctx, engine.Config{CacheDir: filepath.Join(dir, "wasm-cache"), Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: start the wasm engine: %w", err)
+	}
+	if err := r.compile(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.connect(); err != nil {
+		return nil, err
+	}
+	if err := r.setupTopics(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// StateDir returns the instance's state directory, <state_dir>/<application_id>.
+func StateDir(cfg *config.Config) string {
+	return filepath.Join(cfg.StateDir, cfg.ApplicationID)
+}
+
+// compile compiles every processor's module; each failure is a diagnostic on its module
+// attribute.
+func (r *Runtime) compile(ctx context.Context) error {
+	var diags hcl.Diagnostics
+	for i := range r.cfg.Processors {
+		pc := &r.cfg.Processors[i]
+		mod, err := r.eng.CompileFile(ctx, pc.Module)
+		if err != nil {
+			rng := pc.ModuleRange
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid module",
+				Detail:   fmt.Sprintf("Processor %q: module %s is not a valid statehost module: %v", pc.Name, pc.Module, err),
+				Subject:  &rng,
+			})
+			continue
+		}
+		p := &processor{cfg: pc, mod: mod}
+		for _, sc := range pc.Stores {
+			backend, err := store.ParseBackend(sc.Backend)
+			if err != nil {
+				return fmt.Errorf("runtime: processor %s store %s: %w", pc.Name, sc.Name, err)
+			}
+			p.stores = append(p.stores, changelog.StoreSpec{
+				Name:            sc.Name,
+				Backend:         backend,
+				LoggingDisabled: !sc.Logging,
+				TopicConfigs:    sc.TopicConfigs,
+				Coalesce:        sc.Coalesce,
+			})
+		}
+		r.procs = append(r.procs, p)
+		for _, in := range pc.Inputs {
+			r.readers[in] = append(r.readers[in], p)
+		}
+		r.log.Info("module loaded", "processor", pc.Name, "module", pc.Module, "hash", mod.Hash())
+	}
+	if diags.HasErrors() {
+		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
+	}
+	return nil
+}
+
+// connect creates the Kafka clients: one for admin requests and produces, one restore
+// consumer, and the group consumer (created last, in Run, so that nothing is assigned before
+// the runtime can take it).
+func (r *Runtime) connect() error {
+	brokers := kgo.SeedBrokers(r.opts.Brokers...)
+	logger := kgo.WithLogger(kgoLogger{r.opts.Logger.Named("kafka")})
+	var err error
+	r.prodCl, err = kgo.NewClient(brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID+"-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20),
+	)
+	if err != nil {
+		return fmt.Errorf("runtime: create the producer client: %w", err)
+	}
+	r.adm = kadm.NewClient(r.prodCl)
+	if r.producer, err = changelog.NewProducer(r.prodCl); err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	r.restoreCl, err = kgo.NewClient(brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID+"-restore"),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return fmt.Errorf("runtime: create the restore client: %w", err)
+	}
+	var listener restore.Listener = r.status
+	if r.opts.RestoreListener != nil {
+		listener = multiListener{r.status, r.opts.RestoreListener}
+	}
+	r.restorer, err = restore.New(r.restoreCl, kadm.NewClient(r.restoreCl), restore.Settings{
+		Listener: listener,
+		Logger:   r.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	return nil
+}
+
+// newConsumer creates the group consumer over every input topic.
+func (r *Runtime) newConsumer() error {
+	var topics []string
+	for t := range r.readers {
+		topics = append(topics, t)
+	}
+	var err error
+	r.consumer, err = kgo.NewClient(
+		kgo.SeedBrokers(r.opts.Brokers...),
+		kgo.WithLogger(kgoLogger{r.opts.Logger.Named("kafka")}),
+		kgo.ClientID(r.cfg.ApplicationID+"-consumer"),
+		kgo.ConsumerGroup(r.cfg.ApplicationID),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(r.opts.SessionTimeout),
+		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+	)
+	if err != nil {
+		return fmt.Errorf("runtime: create the group consumer: %w", err)
+	}
+	return nil
+}
+
+// Close releases everything New and Run opened. Run closes the tasks itself; Close is for
+// a Runtime that New returned but that did not run, and after Run.
+func (r *Runtime) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r.consumer != nil {
+		r.consumer.Close()
+	}
+	if r.restoreCl != nil {
+		r.restoreCl.Close()
+	}
+	if r.prodCl != nil {
+		r.prodCl.Close()
+	}
+	if r.eng != nil {
+		if err := r.eng.Close(ctx); err != nil {
+			r.log.Warn("closing the wasm engine", "error", err)
+		}
+	}
+	if r.stores != nil {
+		if err := r.stores.Close(); err != nil {
+			r.log.Warn("closing the state directory", "error", err)
+		}
+	}
+}
+
+// kgoLogger sends franz-go's logs to hclog, one level down: the client is chatty at info.
+type kgoLogger struct{ l hclog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	switch {
+	case k.l.IsTrace():
+		return kgo.LogLevelDebug
+	case k.l.IsDebug():
+		return kgo.LogLevelInfo
+	default:
+		return kgo.LogLevelWarn
+	}
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, keyvals...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, keyvals...)
+	case kgo.LogLevelInfo:
+		k.l.Debug(msg, keyvals...)
+	default:
+		k.l.Trace(msg, keyvals...)
+	}
+}
+
+// multiListener sends restore events to several listeners.
+type multiListener []restore.Listener
+
+func (m multiListener) OnRestoreStart(e restore.StartEvent) {
+	for _, l := range m {
+		l.OnRestoreStart(e)
+	}
+}
+
+func (m multiListener) OnBatchRestored(e restore.BatchEvent) {
+	for _, l := range m {
+		l.OnBatchRestored(e)
+	}
+}
+
+func (m multiListener) OnRestoreEnd(e restore.EndEvent) {
+	for _, l := range m {
+		l.OnRestoreEnd(e)
+	}
+}

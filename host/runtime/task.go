@@ -1,0 +1,183 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/store"
+)
+
+// taskID names a task: a processor and a partition of its inputs.
+type taskID struct {
+	proc string
+	part int32
+}
+
+func (id taskID) String() string { return fmt.Sprintf("%s_%d", id.proc, id.part) }
+
+// topicPartition is an input partition.
+type topicPartition struct {
+	topic string
+	part  int32
+}
+
+// taskState is where a task is in its life.
+type taskState int
+
+const (
+	// stateAssigned: the task's partitions are assigned; its stores are not restored yet.
+	stateAssigned taskState = iota
+	// stateRunning: the task's stores are restored; it processes records.
+	stateRunning
+)
+
+func (s taskState) String() string {
+	if s == stateRunning {
+		return "running"
+	}
+	return "restoring"
+}
+
+// task is one processor's work on one partition: its stores (through changelog.Task), its
+// plugin instance, and the input records it processed since its last commit.
+type task struct {
+	id     taskID
+	proc   *processor
+	state  taskState
+	failed bool // processing or committing failed: the task only closes, without a commit
+
+	cl   *changelog.Task // nil until opened
+	inst *engine.Instance
+	rt   *Runtime
+
+	// last is the last record processed per input topic since the last commit; nil entries
+	// are not kept. The loop fills it, commits read and clear it.
+	last  map[string]*kgo.Record
+	batch []engine.Record
+}
+
+// open opens the task's stores (unrestored) and instantiates its plugin.
+func (t *task) open(ctx context.Context) error {
+	cl, err := changelog.OpenTask(t.rt.stores, t.rt.producer, changelog.TaskConfig{
+		AppID:     t.rt.cfg.ApplicationID,
+		Processor: t.id.proc,
+		Partition: t.id.part,
+		Stores:    t.proc.stores,
+		Logger:    t.rt.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("task %s: open stores: %w", t.id, err)
+	}
+	stores := make(map[string]store.Store, len(t.proc.stores))
+	for _, s := range t.proc.stores {
+		stores[s.Name] = cl.Store(s.Name)
+	}
+	inst, err := t.proc.mod.Instantiate(ctx, engine.Task{
+		Processor: t.id.proc,
+		Partition: t.id.part,
+		Stores:    stores,
+		Outputs:   t.proc.cfg.Outputs,
+		Emitter:   emitter{t},
+		Logger:    t.rt.opts.Logger,
+	})
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cl.Close(closeCtx)
+		return fmt.Errorf("task %s: start plugin: %w", t.id, err)
+	}
+	t.cl, t.inst = cl, inst
+	return nil
+}
+
+// process hands records (all of one input partition of the task, in offset order, possibly
+// of several inputs) to the plugin, and remembers the last of each input for the commit.
+func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	t.batch = t.batch[:0]
+	for _, kr := range recs {
+		er := engine.Record{
+			Topic:     kr.Topic,
+			Partition: kr.Partition,
+			Offset:    kr.Offset,
+			Timestamp: kr.Timestamp,
+			Key:       kr.Key,
+			Value:     kr.Value,
+		}
+		if len(kr.Headers) > 0 {
+			er.Headers = make([]engine.Header, len(kr.Headers))
+			for i, h := range kr.Headers {
+				er.Headers[i] = engine.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		t.batch = append(t.batch, er)
+	}
+	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
+		return fmt.Errorf("processor %s partition %d: %w", t.id.proc, t.id.part, err)
+	}
+	if t.last == nil {
+		t.last = make(map[string]*kgo.Record)
+	}
+	for _, kr := range recs {
+		if prev := t.last[kr.Topic]; prev == nil || kr.Offset > prev.Offset {
+			t.last[kr.Topic] = kr
+		}
+	}
+	return nil
+}
+
+// dirty reports whether the task processed records since its last commit, or must commit
+// early because its uncommitted writes are large.
+func (t *task) dirty() bool { return len(t.last) > 0 }
+
+// close closes the plugin instance and the stores, dropping uncommitted writes.
+func (t *task) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var first error
+	if t.inst != nil {
+		if err := t.inst.Close(ctx); err != nil {
+			first = fmt.Errorf("task %s: close plugin: %w", t.id, err)
+		}
+		t.inst = nil
+	}
+	if t.cl != nil {
+		if err := t.cl.Close(ctx); err != nil && first == nil {
+			first = fmt.Errorf("task %s: close stores: %w", t.id, err)
+		}
+		t.cl = nil
+	}
+	t.last = nil
+	return first
+}
+
+// emitter produces a task's emitted records to their output topics, partitioned by key.
+type emitter struct{ t *task }
+
+func (e emitter) Emit(_ context.Context, rec engine.OutputRecord) error {
+	n, ok := e.t.rt.outParts[rec.Topic]
+	if !ok {
+		return fmt.Errorf("output topic %s is unknown", rec.Topic)
+	}
+	out := changelog.OutputRecord{
+		Topic:     rec.Topic,
+		Partition: KeyPartition(rec.Key, n, e.t.id.part),
+		Key:       rec.Key,
+		Value:     rec.Value,
+		Timestamp: rec.Timestamp,
+	}
+	if len(rec.Headers) > 0 {
+		out.Headers = make([]changelog.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			out.Headers[i] = changelog.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return e.t.cl.Output(out)
+}

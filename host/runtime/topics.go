@@ -1,0 +1,199 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/statehost/statehost/changelog"
+)
+
+// RepartitionTopicConfigs are the configs of a created repartition topic: records are
+// deleted, never compacted, and kept until the runtime purges them below its committed
+// offsets (as Kafka Streams creates its repartition topics).
+var RepartitionTopicConfigs = map[string]string{
+	"cleanup.policy": "delete",
+	"retention.ms":   "-1",
+}
+
+// setupTopics creates the topics the configuration declares and checks the topology against
+// the broker: every input exists, the inputs of a processor are co-partitioned, declared
+// partition counts match existing topics. Output topics that do not exist are created with
+// the partition count of the processor that writes them. Changelog topics come last, with the
+// partition count of their processor.
+func (r *Runtime) setupTopics(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	parts, err := r.partitionCounts(ctx)
+	if err != nil {
+		return err
+	}
+	var diags hcl.Diagnostics
+	diag := func(rng hcl.Range, summary, detail string, args ...any) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+			Detail: fmt.Sprintf(detail, args...), Subject: &rng})
+	}
+
+	// Declared topics: create the missing ones, check the others' partition counts.
+	for _, t := range r.cfg.Topics {
+		n, ok := parts[t.Name]
+		switch {
+		case !ok:
+			if err := r.createTopic(ctx, t.Name, t.Partitions, t.Configs); err != nil {
+				return err
+			}
+			parts[t.Name] = t.Partitions
+		case n != t.Partitions:
+			diag(t.PartitionsRange, "Partition count mismatch",
+				"Topic %q exists on the broker with %d partitions, but its topic block says %d. Statehost does not change the partitions of an existing topic: fix the block, or recreate the topic.",
+				t.Name, n, t.Partitions)
+		}
+	}
+	for _, rp := range r.cfg.Repartitions {
+		n, ok := parts[rp.Topic]
+		switch {
+		case !ok:
+			if err := r.createTopic(ctx, rp.Topic, rp.Partitions, RepartitionTopicConfigs); err != nil {
+				return err
+			}
+			parts[rp.Topic] = rp.Partitions
+		case n != rp.Partitions:
+			diag(rp.PartitionsRange, "Partition count mismatch",
+				"Repartition topic %q exists on the broker with %d partitions, but the repartition block says %d. Delete the internal topic (its records are transient) or fix the block.",
+				rp.Topic, n, rp.Partitions)
+		}
+	}
+
+	// Inputs: they must exist, and the inputs of one processor must be co-partitioned.
+	for _, p := range r.procs {
+		pc := p.cfg
+		counts := make(map[int32][]string)
+		for i, in := range pc.Inputs {
+			n, ok := parts[in]
+			if !ok {
+				diag(pc.InputRanges[i], "Unknown input topic",
+					"Processor %q reads topic %q, which neither exists on the broker (%s) nor has a topic block. Create the topic, or declare it with a topic block so that statehost creates it.",
+					pc.Name, in, strings.Join(r.opts.Brokers, ","))
+				continue
+			}
+			counts[n] = append(counts[n], in)
+			p.partitions = n
+		}
+		if len(counts) > 1 {
+			var desc []string
+			for _, n := range slices.Sorted(maps.Keys(counts)) {
+				desc = append(desc, fmt.Sprintf("%s: %d", strings.Join(counts[n], ", "), n))
+			}
+			diag(pc.InputsRange, "Inputs not co-partitioned",
+				"The inputs of processor %q must have the same number of partitions, since partition N of every input goes to task N; they have %s.",
+				pc.Name, strings.Join(desc, "; "))
+		}
+	}
+	if diags.HasErrors() {
+		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
+	}
+
+	// Outputs: create the missing ones like their writer's inputs.
+	for _, p := range r.procs {
+		for _, out := range p.cfg.Outputs {
+			if n, ok := parts[out]; ok {
+				r.outParts[out] = n
+				continue
+			}
+			if err := r.createTopic(ctx, out, p.partitions, nil); err != nil {
+				return err
+			}
+			parts[out] = p.partitions
+			r.outParts[out] = p.partitions
+		}
+	}
+
+	// Changelogs.
+	tm, err := changelog.NewTopicManager(r.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	for _, p := range r.procs {
+		specs := changelog.TopicSpecs(p.stores)
+		if len(specs) == 0 {
+			continue
+		}
+		if err := tm.Ensure(ctx, p.partitions, specs); err != nil {
+			var pm *changelog.PartitionMismatchError
+			if errors.As(err, &pm) {
+				for _, sc := range p.cfg.Stores {
+					if changelog.TopicName(r.cfg.ApplicationID, sc.Name) == pm.Topic {
+						diag(sc.DeclRange, "Changelog partition mismatch",
+							"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
+							sc.Name, err)
+					}
+				}
+				if diags.HasErrors() {
+					return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
+				}
+			}
+			return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// partitionCounts lists the topics the configuration names and returns the partition count
+// of those that exist.
+func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error) {
+	names := make(map[string]bool)
+	for _, t := range r.cfg.Topics {
+		names[t.Name] = true
+	}
+	for _, rp := range r.cfg.Repartitions {
+		names[rp.Topic] = true
+	}
+	for _, p := range r.cfg.Processors {
+		for _, t := range p.Inputs {
+			names[t] = true
+		}
+		for _, t := range p.Outputs {
+			names[t] = true
+		}
+	}
+	details, err := r.adm.ListTopics(ctx, slices.Sorted(maps.Keys(names))...)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list topics on %s: %w", strings.Join(r.opts.Brokers, ","), err)
+	}
+	parts := make(map[string]int32)
+	for name, d := range details {
+		switch {
+		case d.Err == nil:
+			parts[name] = int32(len(d.Partitions))
+		case errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		default:
+			return nil, fmt.Errorf("runtime: describe topic %s: %w", name, d.Err)
+		}
+	}
+	return parts, nil
+}
+
+// createTopic creates a topic; one that another instance created meanwhile is fine.
+func (r *Runtime) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
+	cfgs := make(map[string]*string, len(configs))
+	for k, v := range configs {
+		cfgs[k] = kadm.StringPtr(v)
+	}
+	resp, err := r.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("runtime: create topic %s with %d partitions: %w", name, partitions, err)
+	}
+	r.log.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
+	return nil
+}
