@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+)
+
+const wasmMagic = "\x00asm"
+
+func checkWasm(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte(wasmMagic)) {
+		t.Errorf("%s does not start with the wasm magic: % x", path, b[:min(len(b), 8)])
+	}
+}
+
+func TestBuildGo(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tok.wasm")
+	// The output flag after the directory.
+	r := runCLI(testContext(t), "", "build", "../../plugins/tokenize", "-o", out)
+	if r.code != 0 || r.stdout != "built "+out+"\n" {
+		t.Fatalf("build: %v", r)
+	}
+	checkWasm(t, out)
+}
+
+func TestBuildDefaultOutput(t *testing.T) {
+	// A module of its own with the smallest Go guest, so the default output lands in a
+	// temporary directory.
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":  "module tiny\n\ngo 1.26\n",
+		"main.go": "package main\n\nfunc main() {}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCLI(testContext(t), "", "build", dir)
+	want := filepath.Join(dir, "tiny.wasm")
+	if r.code != 0 || r.stdout != "built "+want+"\n" {
+		t.Fatalf("build: %v", r)
+	}
+	checkWasm(t, want)
+}
+
+func TestBuildC(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "count_c.wasm")
+	r := runCLI(testContext(t), "", "build", "--o", out, "../../plugins/count_c")
+	if !wasmbuild.HaveClang() {
+		if r.code != 1 || !strings.Contains(r.stderr, "needs clang") {
+			t.Fatalf("build of a C plugin without clang: %v", r)
+		}
+		return
+	}
+	if r.code != 0 {
+		t.Fatalf("build: %v", r)
+	}
+	checkWasm(t, out)
+}
+
+func TestBuildNothingToBuild(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(testContext(t), "", "build", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "no Go files and no "+filepath.Base(dir)+".c") {
+		t.Errorf("build of an empty dir: %v", r)
+	}
+	r = runCLI(testContext(t), "", "build", filepath.Join(dir, "missing"))
+	if r.code != 1 || !strings.Contains(r.stderr, "missing") {
+		t.Errorf("build of a missing dir: %v", r)
+	}
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/statehost/statehost/internal/broker"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startBroker starts a broker on a free port with topics of the given partition counts.
+func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(testClient(t, b.Addr()))
+	for topic, parts := range topics {
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			t.Fatalf("creating %s: %v", topic, err)
+		}
+	}
+	return b
+}
+
+func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readAll reads the n records of topic with a plain client.
+func readAll(t *testing.T, addr, topic string, n int) []*kgo.Record {
+	t.Helper()
+	ctx := testContext(t)
+	cl := testClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var recs []*kgo.Record
+	for len(recs) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading %s: %v", topic, err)
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+func sortedLines(s string) []string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	slices.Sort(lines)
+	return lines
+}
+
+func TestProduceConsumeLines(t *testing.T) {
+	b := startBroker(t, map[string]int32{"lines": 3})
+	ctx := testContext(t)
+	long := strings.Repeat("x", 200<<10) // longer than a bufio.Scanner's default limit
+	stdin := "a\nb b\r\n\n" + long + "\nlast without newline"
+	r := runCLI(ctx, stdin, "produce", "--brokers", b.Addr(), "lines")
+	if r.code != 0 || !strings.Contains(r.stderr, "produced 5 records to lines") {
+		t.Fatalf("produce: %v", r)
+	}
+
+	r = runCLI(ctx, "", "consume", "lines", "--brokers", b.Addr())
+	if r.code != 0 {
+		t.Fatalf("consume: %v", r)
+	}
+	want := []string{"\t", "\ta", "\tb b", "\t" + long, "\tlast without newline"}
+	slices.Sort(want)
+	if got := sortedLines(r.stdout); !slices.Equal(got, want) {
+		t.Errorf("consume printed %d lines %.200q, want %.200q", len(got), got, want)
+	}
+	for _, rec := range readAll(t, b.Addr(), "lines", 5) {
+		if rec.Key != nil {
+			t.Errorf("record %q has key %q, want null", rec.Value, rec.Key)
+		}
+	}
+}
+
+func TestProduceKeyed(t *testing.T) {
+	const parts = 4
+	b := startBroker(t, map[string]int32{"keyed": parts})
+	ctx := testContext(t)
+	stdin := "k1=v1\nk2=v2\nk1=v3=x\nno key here\nk3=\n=empty key\n"
+	r := runCLI(ctx, stdin, "produce", "keyed", "--key-separator", "=", "--brokers", b.Addr())
+	if r.code != 0 || !strings.Contains(r.stderr, "produced 6 records to keyed") {
+		t.Fatalf("produce: %v", r)
+	}
+
+	// Flags after the topic, and one dash.
+	r = runCLI(ctx, "", "consume", "keyed", "-separator", "|", "-brokers="+b.Addr())
+	if r.code != 0 {
+		t.Fatalf("consume: %v", r)
+	}
+	want := []string{"k1|v1", "k2|v2", "k1|v3=x", "|no key here", "k3|", "|empty key"}
+	slices.Sort(want)
+	if got := sortedLines(r.stdout); !slices.Equal(got, want) {
+		t.Errorf("consume printed %q, want %q", got, want)
+	}
+
+	// Keyed records are on the murmur2 partition of their key, as kgo's (and Java's)
+	// default partitioner puts them.
+	partitioner := kgo.StickyKeyPartitioner(nil).ForTopic("keyed")
+	byKey := map[string][]int32{}
+	for _, rec := range readAll(t, b.Addr(), "keyed", 6) {
+		if rec.Key == nil {
+			if string(rec.Value) != "no key here" {
+				t.Errorf("record %q has a null key", rec.Value)
+			}
+			continue
+		}
+		byKey[string(rec.Key)] = append(byKey[string(rec.Key)], rec.Partition)
+		if want := int32(partitioner.Partition(&kgo.Record{Key: rec.Key}, parts)); rec.Partition != want {
+			t.Errorf("key %q on partition %d, want %d", rec.Key, rec.Partition, want)
+		}
+	}
+	if ps := byKey["k1"]; len(ps) != 2 || ps[0] != ps[1] {
+		t.Errorf("the two k1 records are on partitions %v, want one", ps)
+	}
+	if len(byKey[""]) != 1 {
+		t.Errorf("the line \"=empty key\" has no empty (non-null) key: %v", byKey)
+	}
+}
+
+func TestConsumeNullValueAndBound(t *testing.T) {
+	b := startBroker(t, map[string]int32{"t": 2, "empty": 2})
+	ctx := testContext(t)
+	cl := testClient(t, b.Addr())
+	recs := []*kgo.Record{
+		{Topic: "t", Key: []byte("gone"), Value: nil},
+		{Topic: "t", Key: []byte("here"), Value: []byte("1")},
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(ctx, "", "consume", "--brokers", b.Addr(), "t", "--read-committed")
+	if want := []string{"gone\t<null>", "here\t1"}; r.code != 0 || !slices.Equal(sortedLines(r.stdout), want) {
+		t.Errorf("consume: %v\nwant lines %q", r, want)
+	}
+	// An empty topic prints nothing and exits; so does a read that starts at the end.
+	for _, args := range [][]string{{"empty"}, {"t", "--from-beginning=false"}} {
+		r = runCLI(ctx, "", append([]string{"consume", "--brokers", b.Addr()}, args...)...)
+		if r.code != 0 || r.stdout != "" {
+			t.Errorf("consume %q: %v, want exit 0 and no output", args, r)
+		}
+	}
+}
+
+func TestConsumeFollow(t *testing.T) {
+	b := startBroker(t, map[string]int32{"f": 3})
+	ctx := testContext(t)
+	cl := testClient(t, b.Addr())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "f", Key: []byte("old"), Value: []byte("1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	followCtx, stop := context.WithCancel(ctx)
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(followCtx, &cliEnv{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader("")},
+			[]string{"consume", "--follow", "--brokers", b.Addr(), "f"})
+	}()
+	waitFor := func(s string) {
+		t.Helper()
+		for !strings.Contains(stdout.String(), s) {
+			select {
+			case code := <-done:
+				t.Fatalf("consume --follow exited %d before printing %q:\n%s%s", code, s, stdout.String(), stderr.String())
+			case <-ctx.Done():
+				t.Fatalf("consume --follow did not print %q:\n%s%s", s, stdout.String(), stderr.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("old\t1\n")
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "f", Key: []byte("new"), Value: []byte("2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("new\t2\n")
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("consume --follow exited %d after cancel, want 0:\n%s", code, stderr.String())
+	}
+}
+
+func TestMissingTopic(t *testing.T) {
+	b := startBroker(t, nil)
+	ctx := testContext(t)
+	for _, cmd := range []string{"produce", "consume"} {
+		start := time.Now()
+		r := runCLI(ctx, "x\n", cmd, "--brokers", b.Addr(), "nosuch")
+		want := fmt.Sprintf("topic nosuch does not exist on %s", b.Addr())
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s to a missing topic: %v\nwant exit 1 and %q", cmd, r, want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s to a missing topic took %v to fail", cmd, d)
+		}
+	}
+	topics, err := kadm.NewClient(testClient(t, b.Addr())).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("nosuch") {
+		t.Error("produce created the missing topic")
+	}
+}
+
+func TestLogJSON(t *testing.T) {
+	b := startBroker(t, nil)
+	r := runCLI(testContext(t), "", "produce", "nosuch", "--log-json", "--brokers", b.Addr())
+	if r.code != 1 {
+		t.Fatalf("produce: %v", r)
+	}
+	var line struct {
+		Level   string `json:"@level"`
+		Module  string `json:"@module"`
+		Message string `json:"@message"`
+		Error   string `json:"error"`
+	}
+	first, _, _ := strings.Cut(r.stderr, "\n")
+	if err := json.Unmarshal([]byte(first), &line); err != nil {
+		t.Fatalf("stderr is not JSON lines: %v\n%s", err, r.stderr)
+	}
+	if line.Level != "error" || line.Module != "statehost.produce" || !strings.Contains(line.Error, "nosuch") {
+		t.Errorf("log line %+v", line)
+	}
+}
+
+// A signal stops produce while it waits on its input; what it read is delivered.
+func TestProduceInterrupted(t *testing.T) {
+	b := startBroker(t, map[string]int32{"t": 1})
+	ctx := testContext(t)
+	stdin, feed := io.Pipe()
+	defer feed.Close()
+	runCtx, interrupt := context.WithCancel(ctx)
+	var stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, &cliEnv{Stdout: io.Discard, Stderr: &stderr, Stdin: stdin},
+			[]string{"produce", "--brokers", b.Addr(), "t"})
+	}()
+	if _, err := io.WriteString(feed, "one\ntwo\n"); err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, b.Addr(), "t", 2)
+	interrupt()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(stderr.String(), "produced 2 records to t before stopping") ||
+			!strings.Contains(stderr.String(), "interrupted") {
+			t.Errorf("produce interrupted: exit %d\n%s", code, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("produce did not stop on interrupt while waiting on its input")
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+	binaryDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the statehost program once for the tests of the package.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		if binaryDir, binaryErr = os.MkdirTemp("", "statehost-test"); binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "statehost")
+		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
+		if err != nil {
+			binaryErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
+}
+
+// brokerProcess is `statehost broker` running as a process.
+type brokerProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+}
+
+// startBrokerProcess starts the broker on a free port with dir and waits for its
+// "broker listening" log line.
+func startBrokerProcess(t *testing.T, bin, dir string) *brokerProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+				DataDir string `json:"data_dir"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "broker listening" && line.DataDir == dir {
+				listening <- line.Addr
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case p.addr = <-listening:
+	case err := <-p.done:
+		t.Fatalf("statehost broker exited before listening: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("statehost broker did not log \"broker listening\" within 20s")
+	}
+	return p
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *brokerProcess) stop(t *testing.T) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(20 * time.Second):
+		t.Fatal("statehost broker did not exit within 20s of SIGTERM")
+		return -1
+	}
+}
+
+func TestBrokerProcessRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the statehost program")
+	}
+	bin := buildBinary(t)
+	dir := filepath.Join(t.TempDir(), "broker-data") // created by the broker
+	ctx := testContext(t)
+
+	p := startBrokerProcess(t, bin, dir)
+	cl := testClient(t, p.addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		rec := &kgo.Record{Topic: "kept", Key: fmt.Appendf(nil, "k%d", i%3), Value: fmt.Appendf(nil, "%d", i)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("statehost broker exited %d after SIGTERM, want 0", code)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("data dir: %v", err)
+	}
+
+	p = startBrokerProcess(t, bin, dir)
+	recs := readAll(t, p.addr, "kept", n)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[string(r.Value)] = true
+	}
+	for i := range n {
+		if !seen[fmt.Sprint(i)] {
+			t.Errorf("record %d lost across the restart", i)
+		}
+	}
+	// The CLI reads them too.
+	r := runCLI(ctx, "", "consume", "--brokers", p.addr, "kept")
+	if r.code != 0 || len(sortedLines(r.stdout)) != n {
+		t.Errorf("consume after restart: %v", r)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Errorf("second run exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// A second broker process on a data dir in use fails with exit 1 and says why.
+func TestBrokerProcessLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the statehost program")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	p := startBrokerProcess(t, bin, dir)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "is used by another broker") {
+		t.Errorf("second broker on %s: %v\n%s", dir, err, out)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const produceSynopsis = "[--brokers ADDRS] [--key-separator SEP] TOPIC"
+
+const produceUsage = `Writes each line of standard input to TOPIC as one record, and waits until the broker
+has acknowledged every one. With --key-separator, the part of a line before the first SEP
+is the record's key and the rest its value; a line without SEP has a null key. Keyed
+records go to the partition of their key's murmur2 hash, like the Java client's; records
+without a key stick to one partition per batch. The topic must exist.
+`
+
+// produceDeliveryTimeout bounds how long a record may wait for its acknowledgement,
+// retries included (the Java client's delivery.timeout.ms).
+const produceDeliveryTimeout = 30 * time.Second
+
+// produceOptions are the flags and argument of statehost produce.
+type produceOptions struct {
+	brokers string
+	keySep  string
+	topic   string
+}
+
+func produceCmd(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "produce", produceSynopsis, produceUsage)
+	var o produceOptions
+	fs.StringVar(&o.brokers, "brokers", defaultBrokers, "comma-separated `ADDRS` (host:port) of the brokers")
+	fs.StringVar(&o.keySep, "key-separator", "", "`SEP` between key and value in a line; empty: every line is a value with a null key")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(fs, "want one TOPIC, got %d arguments", len(pos))
+	}
+	o.topic = pos[0]
+	log := env.Logger.Named("produce")
+	n, err := produce(ctx, log, env.Stdin, o)
+	if err != nil {
+		if n > 0 {
+			log.Info(fmt.Sprintf("produced %d records to %s before stopping", n, o.topic))
+		}
+		return failed(log, "cannot produce", err)
+	}
+	log.Info(fmt.Sprintf("produced %d records to %s", n, o.topic))
+	return exitOK
+}
+
+// produce writes the lines of in to the topic and returns how many records the broker
+// acknowledged.
+func produce(ctx context.Context, log hclog.Logger, in io.Reader, o produceOptions) (int64, error) {
+	cl, err := newClient(log, o.brokers,
+		kgo.DefaultProduceTopic(o.topic),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Java's default
+		kgo.RecordDeliveryTimeout(produceDeliveryTimeout),
+	)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	if _, err := requireTopic(ctx, cl, o.brokers, o.topic); err != nil {
+		return 0, err
+	}
+
+	var (
+		mu       sync.Mutex
+		acked    int64
+		firstErr error
+	)
+	promise := func(_ *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			acked++
+		} else if firstErr == nil {
+			firstErr = err
+		}
+	}
+	failedYet := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+
+	// Records are produced with a context that a signal does not cancel, so that on SIGINT
+	// or SIGTERM the lines read so far are still delivered.
+	produceCtx := context.WithoutCancel(ctx)
+	stop := make(chan struct{})
+	defer close(stop)
+	lines, readErr := readLines(in, stop)
+	interrupted := false
+read:
+	for !failedYet() {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break read
+			}
+			cl.Produce(produceCtx, lineRecord(line, o.keySep), promise) // blocks while the buffer is full
+		case <-ctx.Done():
+			interrupted = true
+			break read
+		}
+	}
+	flushCtx, cancel := context.WithTimeout(produceCtx, produceDeliveryTimeout)
+	defer cancel()
+	flushErr := cl.Flush(flushCtx)
+
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case firstErr != nil:
+		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.brokers, firstErr)
+	case flushErr != nil:
+		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.brokers, flushErr)
+	case interrupted:
+		return acked, fmt.Errorf("interrupted while reading standard input: %w", context.Cause(ctx))
+	}
+	return acked, *readErr // lines is closed: readErr is set
+}
+
+// readLines sends the lines of in, end of line included, until its end or until stop is
+// closed; at the end of in it closes the channel after setting the error, nil at the end of
+// input. Reading runs in a goroutine of its own, so that a signal can stop a command waiting on
+// its standard input; that goroutine stays blocked in Read until the input ends or the
+// process exits.
+func readLines(in io.Reader, stop <-chan struct{}) (<-chan []byte, *error) {
+	lines := make(chan []byte, 64)
+	readErr := new(error)
+	go func() {
+		r := bufio.NewReaderSize(in, 64<<10) // lines of any length: ReadBytes grows past the buffer
+		for {
+			line, err := r.ReadBytes('\n')
+			if len(line) > 0 {
+				select {
+				case lines <- line:
+				case <-stop:
+					return
+				}
+			}
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					*readErr = fmt.Errorf("reading standard input: %w", err)
+				}
+				close(lines)
+				return
+			}
+		}
+	}()
+	return lines, readErr
+}
+
+// lineRecord returns the record of one line, its end of line ("\n" or "\r\n") removed.
+func lineRecord(line []byte, keySep string) *kgo.Record {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if keySep != "" {
+		if key, value, ok := bytes.Cut(line, []byte(keySep)); ok {
+			return &kgo.Record{Key: key, Value: value}
+		}
+	}
+	return &kgo.Record{Value: line}
+}
