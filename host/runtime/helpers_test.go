@@ -32,13 +32,19 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
-	for _, name := range []string{"tokenize", "count", "leaderboard"} {
+	pkgs := map[string]string{
+		"tokenize":    "../../plugins/tokenize",
+		"count":       "../../plugins/count",
+		"leaderboard": "../../plugins/leaderboard",
+		"probe":       "../engine/testdata/goprobe", // each record's value is a command: "panic", ...
+	}
+	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")
 		modules[name] = out
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := wasmbuild.Go(ctx, filepath.Join("..", "..", "plugins", name), out); err != nil {
+			if err := wasmbuild.Go(ctx, pkg, out); err != nil {
 				errs <- fmt.Errorf("build %s: %w", name, err)
 			}
 		}()

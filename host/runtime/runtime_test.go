@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
 )
@@ -314,7 +315,6 @@ processor "leaderboard" {
 	}
 }
 
-
 // TestConfigAgainstBroker checks the diagnostics that need the broker: co-partitioning and a
 // declared partition count that differs from the topic's.
 func TestConfigAgainstBroker(t *testing.T) {
@@ -360,4 +360,138 @@ processor "other" {
 	if len(de.Diags) != 3 {
 		t.Errorf("got %d diagnostics, want 3:\n%s", len(de.Diags), out)
 	}
+}
+
+// TestRebalance starts a second instance while the first processes: partitions move to it
+// by cooperative rebalancing (the first commits and closes the revoked tasks, the second
+// restores them), then the second stops and its tasks move back. The counts stay exact: a
+// revocation commits before it hands a task over.
+func TestRebalance(t *testing.T) {
+	brokers := cluster(t)
+	src := fmt.Sprintf(wordcountHCL, "pebble", true)
+	cfgA := loadConfig(t, t.TempDir(), src)
+	cfgB := loadConfig(t, t.TempDir(), src)
+	cl, _ := client(t, brokers)
+
+	a := start(t, cfgA, brokers)
+	lines, ref := sentences(1000, 5)
+	produce(t, cl, "sentences", lines...)
+	waitCounts(t, brokers, "word-counts", toStrings(ref))
+
+	b := start(t, cfgB, brokers)
+	waitFor(t, 60*time.Second, "the second instance to run tasks", func() bool {
+		return running(b.rt) > 0
+	})
+	for i := range 4 {
+		lines, more := sentences(300, 10+i)
+		produce(t, cl, "sentences", lines...)
+		for k, v := range more {
+			ref[k] += v
+		}
+	}
+	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	if ra, rb := running(a.rt), running(b.rt); ra+rb != 7 || ra == 0 || rb == 0 {
+		t.Errorf("running tasks: %d and %d, want the 7 tasks shared", ra, rb)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the first instance to take all tasks back", func() bool {
+		return running(a.rt) == 7
+	})
+	lines, more := sentences(300, 20)
+	produce(t, cl, "sentences", lines...)
+	for k, v := range more {
+		ref[k] += v
+	}
+	waitCounts(t, brokers, "word-counts", toStrings(ref))
+}
+
+// running counts the running tasks of rt.
+func running(rt *Runtime) int {
+	n := 0
+	for _, ts := range rt.Status().Tasks {
+		if ts.State == "running" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPluginFailureStops checks the failure path: a plugin that panics on a record stops the
+// runtime with an error naming the processor, the partition and the offset; the healthy tasks
+// commit their work; the failed partition's offset stays before the poisoned record, so the
+// next run sees it again.
+func TestPluginFailureStops(t *testing.T) {
+	brokers := cluster(t)
+	cl, adm := client(t, brokers)
+	cfg := loadConfig(t, t.TempDir(), `
+application_id  = "fail"
+commit_interval = "100ms"
+admin { listen = "" }
+topic "words" {
+  partitions = 2
+}
+topic "cmds" {
+  partitions = 2
+}
+processor "count" {
+  module  = "{{count}}"
+  inputs  = ["words"]
+  outputs = ["counts"]
+  store "counts" {}
+}
+processor "probe" {
+  module = "{{probe}}"
+  inputs = ["cmds"]
+}
+`)
+	in := start(t, cfg, brokers)
+	produceKeyed(t, cl, "words", []string{"a", "b", "a"})
+	waitCounts(t, brokers, "counts", map[string]string{"a": "2", "b": "1"})
+	ctx := context.Background()
+	manual, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	if err := manual.ProduceSync(ctx, &kgo.Record{Topic: "cmds", Partition: 1, Value: []byte("log fine")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the first command to be committed", func() bool {
+		return committed(t, brokers, "fail", "cmds")[1] == 1
+	})
+	produceKeyed(t, cl, "words", []string{"b"})
+	if err := manual.ProduceSync(ctx,
+		&kgo.Record{Topic: "cmds", Partition: 1, Value: []byte("log fine")},
+		&kgo.Record{Topic: "cmds", Partition: 1, Value: []byte("panic")},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-in.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the runtime did not stop on a plugin panic")
+	}
+	in.done <- err // for the cleanup's stop
+	for _, want := range []string{`processor "probe"`, "partition 1", "offset 2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Run returned %v; want an error with %q", err, want)
+		}
+	}
+	// The healthy task committed its last record; the failed one did not.
+	waitCounts(t, brokers, "counts", map[string]string{"a": "2", "b": "2"})
+	if got := committed(t, brokers, "fail", "cmds")[1]; got != 1 {
+		t.Errorf("cmds partition 1: committed offset %d, want 1 (before the failed batch)", got)
+	}
+	ends, lerr := adm.ListEndOffsets(ctx, "words")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	got := committed(t, brokers, "fail", "words")
+	ends.Each(func(o kadm.ListedOffset) {
+		if got[o.Partition] != o.Offset {
+			t.Errorf("words partition %d: committed %d, want the end %d", o.Partition, got[o.Partition], o.Offset)
+		}
+	})
 }

@@ -120,7 +120,7 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		t.batch = append(t.batch, er)
 	}
 	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
-		return fmt.Errorf("processor %s partition %d: %w", t.id.proc, t.id.part, err)
+		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
 	if t.last == nil {
 		t.last = make(map[string]*kgo.Record)
