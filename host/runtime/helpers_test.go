@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 }
 
 // cluster starts an in-process kfake broker.
-func cluster(t *testing.T) []string {
+func cluster(t testing.TB) []string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -73,7 +73,7 @@ func cluster(t *testing.T) []string {
 }
 
 // loadConfig parses src as a config file in dir, with {{name}} replaced by module paths.
-func loadConfig(t *testing.T, dir, src string) *config.Config {
+func loadConfig(t testing.TB, dir, src string) *config.Config {
 	t.Helper()
 	for name, path := range modules {
 		src = strings.ReplaceAll(src, "{{"+name+"}}", path)
@@ -100,16 +100,20 @@ type instance struct {
 }
 
 // start creates a Runtime for cfg and runs it until stop.
-func start(t *testing.T, cfg *config.Config, brokers []string) *instance {
+func start(t testing.TB, cfg *config.Config, brokers []string, mods ...func(*Options)) *instance {
 	t.Helper()
 	ev := &eventLog{}
-	rt, err := New(context.Background(), Options{
+	opts := Options{
 		Config:          cfg,
 		Brokers:         brokers,
 		Logger:          hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: testWriter{t}}),
 		RestoreListener: ev,
 		SessionTimeout:  6 * time.Second,
-	})
+	}
+	for _, m := range mods {
+		m(&opts)
+	}
+	rt, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -121,7 +125,7 @@ func start(t *testing.T, cfg *config.Config, brokers []string) *instance {
 }
 
 // stop cancels the Runtime, waits for Run and closes it; it returns Run's error.
-func (in *instance) stop(t *testing.T) error {
+func (in *instance) stop(t testing.TB) error {
 	t.Helper()
 	if in.rt == nil {
 		return nil
@@ -163,7 +167,7 @@ func (e *eventLog) restored() map[string]int64 {
 	return m
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -171,7 +175,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // client returns a producing and admin client of brokers.
-func client(t *testing.T, brokers []string) (*kgo.Client, *kadm.Client) {
+func client(t testing.TB, brokers []string) (*kgo.Client, *kadm.Client) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -182,7 +186,7 @@ func client(t *testing.T, brokers []string) (*kgo.Client, *kadm.Client) {
 }
 
 // produce writes the values to topic with null keys, spread over the partitions.
-func produce(t *testing.T, cl *kgo.Client, topic string, values ...string) {
+func produce(t testing.TB, cl *kgo.Client, topic string, values ...string) {
 	t.Helper()
 	recs := make([]*kgo.Record, len(values))
 	for i, v := range values {
@@ -194,7 +198,7 @@ func produce(t *testing.T, cl *kgo.Client, topic string, values ...string) {
 }
 
 // produceKeyed writes each key with the value "1", partitioned by key.
-func produceKeyed(t *testing.T, cl *kgo.Client, topic string, keys []string) {
+func produceKeyed(t testing.TB, cl *kgo.Client, topic string, keys []string) {
 	t.Helper()
 	recs := make([]*kgo.Record, len(keys))
 	for i, k := range keys {
@@ -207,7 +211,7 @@ func produceKeyed(t *testing.T, cl *kgo.Client, topic string, keys []string) {
 
 // latest reads topic from the start to its current end and returns the last value per key
 // ("" for a tombstone, which removes the key), and the number of records read.
-func latest(t *testing.T, brokers []string, topic string) (map[string]string, int) {
+func latest(t testing.TB, brokers []string, topic string) (map[string]string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -254,7 +258,7 @@ func latest(t *testing.T, brokers []string, topic string) (map[string]string, in
 }
 
 // waitFor polls cond until it is true or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -266,7 +270,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // committed returns the group's committed offsets of topic, by partition.
-func committed(t *testing.T, brokers []string, group, topic string) map[int32]int64 {
+func committed(t testing.TB, brokers []string, group, topic string) map[int32]int64 {
 	t.Helper()
 	_, adm := client(t, brokers)
 	resp, err := adm.FetchOffsets(context.Background(), group)

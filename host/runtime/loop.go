@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
@@ -28,6 +29,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
+	work := context.WithoutCancel(ctx)
 	for err == nil && ctx.Err() == nil {
 		if err = r.takeFatal(); err != nil {
 			break
@@ -36,15 +38,17 @@ func (r *Runtime) Run(ctx context.Context) error {
 			break
 		}
 		fetches := r.poll(ctx, time.Until(nextCommit))
-		err = r.handleFetches(ctx, fetches)
+		// A stop request does not interrupt a batch or a commit that has begun: the batch
+		// finishes (the engine's time limit bounds it) and the shutdown commits it.
+		err = r.handleFetches(work, fetches)
 		if err == nil && (time.Now().After(nextCommit) || r.needsCommit()) {
-			err = r.commitAll(ctx, "interval")
+			err = r.commitAll(work, "interval")
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
 		r.consumer.AllowRebalance()
 	}
-	if err == nil && !errors.Is(context.Cause(ctx), context.Canceled) && ctx.Err() != nil {
-		err = context.Cause(ctx)
+	if err == nil && ctx.Err() != nil {
+		r.log.Info("stopping", "reason", context.Cause(ctx))
 	}
 	return r.shutdown(err)
 }
@@ -58,6 +62,11 @@ func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	r.wakeMu.Lock()
+	if r.wake || r.fatal != nil {
+		// An assignment arrived since the last round: restore first.
+		r.wake = false
+		cancel()
+	}
 	r.pollCancel = cancel
 	r.wakeMu.Unlock()
 	fetches := r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
@@ -170,14 +179,20 @@ func (r *Runtime) needsCommit() bool {
 func (r *Runtime) commitAll(ctx context.Context, why string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.commitLocked(ctx, why)
+	return r.commitLocked(ctx, why, nil)
 }
 
-// commitLocked is commitAll with r.mu held.
-func (r *Runtime) commitLocked(ctx context.Context, why string) error {
+// commitTimeout bounds a commit: the acknowledgements it waits for (the producer gives up on
+// a record after the same time), the store apply and the offset commit. A commit that cannot
+// finish fails its task, which stops the runtime.
+const commitTimeout = 2 * time.Minute
+
+// commitLocked is commitAll with r.mu held, restricted to the tasks for which only returns
+// true (all when only is nil).
+func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task) bool) error {
 	var dirty []*task
 	for _, t := range r.tasks {
-		if t.state == stateRunning && t.dirty() && !t.failed {
+		if t.state == stateRunning && t.dirty() && !t.failed && (only == nil || only(t)) {
 			dirty = append(dirty, t)
 		}
 	}
@@ -185,15 +200,18 @@ func (r *Runtime) commitLocked(ctx context.Context, why string) error {
 		return nil
 	}
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	// 1-2. Each task: its records acknowledged, then its batch and checkpoint applied.
 	err := r.forEachTask(dirty, func(t *task) error {
 		if err := t.cl.Commit(ctx, nil); err != nil {
-			return fmt.Errorf("processor %s partition %d: commit: %w", t.id.proc, t.id.part, err)
+			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
 		}
 		return nil
 	})
-	// 3. The input offsets of the tasks that committed; a partition that a failed task also
-	// reads keeps its old offset, so its records are processed again by the next owner.
+	// 3. The input offsets of the tasks that committed. A partition that a failed task reads
+	// keeps its old offset, whatever its sibling tasks did, so the failed task's records are
+	// processed again by the next run.
 	latest := make(map[topicPartition]*kgo.Record)
 	for _, t := range dirty {
 		if t.failed {
@@ -208,8 +226,8 @@ func (r *Runtime) commitLocked(ctx context.Context, why string) error {
 	}
 	for _, t := range r.tasks {
 		if t.failed {
-			for topic := range t.last {
-				delete(latest, topicPartition{topic, t.id.part})
+			for _, in := range t.proc.cfg.Inputs {
+				delete(latest, topicPartition{in, t.id.part})
 			}
 		}
 	}
@@ -217,18 +235,23 @@ func (r *Runtime) commitLocked(ctx context.Context, why string) error {
 	for _, rec := range latest {
 		recs = append(recs, rec)
 	}
+	committed := true
 	if len(recs) > 0 {
 		if cerr := r.consumer.CommitRecords(ctx, recs...); cerr != nil {
-			// The state is applied; the offsets stay behind, and the records after them are
-			// processed again after a restart or a move (at least once).
-			r.log.Warn("offset commit failed; the records since the last commit may be processed again", "error", cerr)
+			// The state is applied; the tasks keep their offsets for the next commit, and
+			// the records after the last committed offsets are processed again if this
+			// process stops first (at least once).
+			committed = false
+			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "error", cerr)
 		} else {
 			r.purge(recs)
 		}
 	}
-	for _, t := range dirty {
-		if !t.failed {
-			t.last = nil
+	if committed {
+		for _, t := range dirty {
+			if !t.failed {
+				t.last = nil
+			}
 		}
 	}
 	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(recs), "duration", time.Since(start))
@@ -265,13 +288,18 @@ func (r *Runtime) purge(committed []*kgo.Record) {
 	}()
 }
 
-// restorePending opens the tasks assigned since the last round and restores their stores. A
-// revocation cancels the restore: the tasks keep what they restored so far (their checkpoints
-// follow each applied batch) and the ones still assigned resume in the next round.
+// restorePending opens the stores of the tasks assigned since the last round, restores them,
+// and then starts their plugins (a plugin's statehost_init may read its stores: it must see
+// them restored). A revocation or a loss cancels the restore: the tasks keep what they restored
+// so far (their checkpoints follow each applied batch; memory stores start again) and the
+// ones still assigned resume in the next round.
 func (r *Runtime) restorePending(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drainInbox()
+	if time.Now().Before(r.restoreRetryAt) {
+		return nil
+	}
 	var pending []*task
 	for _, t := range r.tasks {
 		if t.state == stateAssigned {
@@ -282,9 +310,38 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		r.syncPauses()
 		return nil
 	}
+
+	opened := pending[:0]
+	for _, t := range pending {
+		if t.cl == nil {
+			if err := t.openStores(); err != nil {
+				if errors.Is(err, changelog.ErrInFlight) {
+					// This instance closed the task a moment ago and its last records are
+					// still in flight; a restore now would miss them. Retry in the next round.
+					if !t.waitLogged {
+						r.log.Info("task waits for the records of its previous run to land", "processor", t.id.proc, "partition", t.id.part)
+						t.waitLogged = true
+					}
+					continue
+				}
+				return err
+			}
+		}
+		opened = append(opened, t)
+	}
+	if len(opened) == 0 {
+		return nil
+	}
+
+	// A revocation that is waiting for r.mu cancels nothing yet: restore nothing then, and
+	// let it run.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.wakeMu.Lock()
+	if r.revoking > 0 {
+		r.wakeMu.Unlock()
+		return nil
+	}
 	r.restoreCancel = cancel
 	r.wakeMu.Unlock()
 	defer func() {
@@ -293,34 +350,28 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		r.wakeMu.Unlock()
 	}()
 
-	opened := pending[:0]
-	for _, t := range pending {
-		if t.cl == nil {
-			if err := t.open(rctx); err != nil {
-				if rctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-		}
-		opened = append(opened, t)
-		r.status.setState(t.id, "restoring")
-	}
 	cls := make([]*changelog.Task, 0, len(opened))
 	for _, t := range opened {
 		cls = append(cls, t.cl)
 	}
 	if err := r.restorer.Restore(rctx, cls...); err != nil {
-		if rctx.Err() != nil && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case rctx.Err() != nil:
 			r.log.Info("restore interrupted by a rebalance; it resumes from its checkpoints")
 			return nil
-		}
-		if ctx.Err() != nil {
+		case kerr.IsRetriable(err):
+			r.log.Warn("restore failed, retrying in a second", "error", err)
+			r.restoreRetryAt = time.Now().Add(time.Second)
 			return nil
 		}
 		return fmt.Errorf("runtime: restore: %w", err)
 	}
 	for _, t := range opened {
+		if err := t.startPlugin(ctx); err != nil {
+			return err
+		}
 		t.state = stateRunning
 		r.status.setState(t.id, "running")
 		r.log.Info("task running", "processor", t.id.proc, "partition", t.id.part)
@@ -336,7 +387,7 @@ func (r *Runtime) shutdown(cause error) error {
 	defer cancel()
 	r.mu.Lock()
 	r.closing = true
-	if err := r.commitLocked(ctx, "shutdown"); err != nil && cause == nil {
+	if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
 		cause = err
 	}
 	for id, t := range r.tasks {
@@ -355,7 +406,7 @@ func (r *Runtime) shutdown(cause error) error {
 	r.consumer.Close()
 	r.consumer = nil
 	if cause != nil {
-		r.log.Error("stopped", "error", cause)
+		r.log.Info("stopped after a failure") // the caller reports cause
 		return cause
 	}
 	r.log.Info("stopped")

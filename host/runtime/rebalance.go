@@ -2,17 +2,20 @@ package runtime
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The group calls these callbacks from its own goroutine. Rebalances are blocked while the
-// loop processes a poll (kgo.BlockRebalanceOnPoll), so a revocation never meets a half
-// processed batch; it can meet a restore, which it cancels before taking the task table.
+// The group calls these callbacks from its own goroutine, and only while the loop is not
+// between a poll and its AllowRebalance (kgo.BlockRebalanceOnPoll): a revocation never meets a
+// half-processed batch. It can meet a restore, which it cancels before it takes the task
+// table (r.mu).
 
 // onAssigned pauses the new partitions (their tasks must restore first) and leaves them in
-// the inbox for the loop, which opens and restores the tasks. It must stay quick and never
-// wait for the loop: the group does not heartbeat while it runs.
+// the inbox for the loop, which opens and restores the tasks. It stays quick and never takes
+// r.mu, which a restore holds.
 func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	if len(assigned) == 0 {
 		return
@@ -20,6 +23,7 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 	cl.PauseFetchPartitions(assigned)
 	r.wakeMu.Lock()
 	r.inbox = append(r.inbox, assigned)
+	r.wake = true
 	if r.pollCancel != nil {
 		r.pollCancel()
 	}
@@ -27,30 +31,43 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 	r.log.Info("partitions assigned", "partitions", assigned)
 }
 
-// onRevoked commits every task, then closes the tasks that lost all their input partitions.
-// It must finish within the rebalance timeout: it commits only what was processed.
+// onRevoked commits the tasks that read the revoked partitions and closes them. franz-go
+// calls it at the end of every cooperative session, with nothing revoked most of the time:
+// then it does nothing, and a restore in progress goes on. It must finish within the
+// rebalance timeout; the commit is bounded by revocationTimeout.
 func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	r.cancelRestore()
+	if len(revoked) == 0 {
+		return
+	}
+	r.beginRevocation()
+	defer r.endRevocation()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
 		return
 	}
 	r.drainInbox()
-	if err := r.commitLocked(ctx, "revocation"); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
+	defer cancel()
+	if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
 		r.setFatal(err)
 	}
 	r.unassign(cl, revoked)
-	if len(revoked) > 0 {
-		r.log.Info("partitions revoked", "partitions", revoked)
-	}
+	r.log.Info("partitions revoked", "partitions", revoked)
 }
+
+// revocationTimeout bounds the commit of a revocation: the group's rebalance timeout is 60 s.
+const revocationTimeout = 45 * time.Second
 
 // onLost closes the tasks of partitions that the group took away without a revocation (a
 // session timeout, a fencing): committing is not possible any more. Their uncommitted writes
 // are dropped; what they logged is restored by the next owner.
 func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
-	r.cancelRestore()
+	if len(lost) == 0 {
+		return
+	}
+	r.beginRevocation()
+	defer r.endRevocation()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -70,6 +87,33 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	r.log.Warn("partitions lost", "partitions", lost)
 }
 
+// readsAny reports whether t reads one of the partitions tps.
+func readsAny(t *task, tps map[string][]int32) bool {
+	for _, in := range t.proc.cfg.Inputs {
+		if slices.Contains(tps[in], t.id.part) {
+			return true
+		}
+	}
+	return false
+}
+
+// beginRevocation stops a restore in progress, and keeps the loop from starting one until
+// endRevocation: the callback is about to wait for r.mu.
+func (r *Runtime) beginRevocation() {
+	r.wakeMu.Lock()
+	r.revoking++
+	if r.restoreCancel != nil {
+		r.restoreCancel()
+	}
+	r.wakeMu.Unlock()
+}
+
+func (r *Runtime) endRevocation() {
+	r.wakeMu.Lock()
+	r.revoking--
+	r.wakeMu.Unlock()
+}
+
 // unassign forgets partitions, closes the tasks that have none of their inputs assigned any
 // more, and clears the partitions' pauses (a pause outlives an assignment in franz-go).
 func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
@@ -83,16 +127,22 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 	if len(tps) > 0 {
 		cl.ResumeFetchPartitions(tps)
 	}
-	for id, t := range r.tasks {
-		if r.owned(t) {
-			continue
+	var gone []*task
+	for _, t := range r.tasks {
+		if !r.owned(t) {
+			gone = append(gone, t)
 		}
+	}
+	_ = r.forEachTask(gone, func(t *task) error {
 		if err := t.close(); err != nil {
-			r.log.Warn("closing task", "processor", id.proc, "partition", id.part, "error", err)
+			r.log.Warn("closing task", "processor", t.id.proc, "partition", t.id.part, "error", err)
 		}
-		delete(r.tasks, id)
-		r.status.remove(id)
-		r.log.Info("task closed", "processor", id.proc, "partition", id.part)
+		return nil
+	})
+	for _, t := range gone {
+		delete(r.tasks, t.id)
+		r.status.remove(t.id)
+		r.log.Info("task closed", "processor", t.id.proc, "partition", t.id.part)
 	}
 }
 

@@ -44,6 +44,14 @@ type Options struct {
 	// events are logged either way).
 	RestoreListener restore.Listener
 
+	// NoSyncCommits leaves commits in Pebble's write-ahead log without fsync, as
+	// store.Settings.SyncCommits=false describes: a killed process may then lose its last
+	// commits (data and checkpoint together) and replay them from the changelogs, possibly all
+	// of them, and the exported .checkpoint files may be ahead of the store. Default false:
+	// every commit is synced, as Kafka Streams flushes its stores before it writes its
+	// checkpoint file.
+	NoSyncCommits bool
+
 	// SessionTimeout is the group session timeout: how long the group waits for a member that
 	// stopped heartbeating (a killed process) before it moves its tasks. Default 10s.
 	SessionTimeout time.Duration
@@ -129,9 +137,13 @@ type Runtime struct {
 	paused   map[topicPartition]bool
 	closing  bool
 
+	restoreRetryAt time.Time // after a retriable restore error, the next attempt (guarded by mu)
+
 	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
 	wakeMu        sync.Mutex
 	inbox         []map[string][]int32 // assignments not yet turned into tasks
+	wake          bool                 // an assignment arrived: the next poll returns at once
+	revoking      int                  // revocations or losses waiting for mu: start no restore
 	fatal         error                // the first error that stops the runtime
 	pollCancel    context.CancelFunc   // wakes a blocked poll
 	restoreCancel context.CancelFunc   // stops a restore (revocation)
@@ -168,7 +180,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}()
 
 	dir := StateDir(cfg)
-	r.stores, err = store.Open(store.Settings{Dir: dir, Logger: opts.Logger})
+	r.stores, err = store.Open(store.Settings{Dir: dir, SyncCommits: !opts.NoSyncCommits, Logger: opts.Logger})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return nil, fmt.Errorf("runtime: state directory %s is used by another statehost process: %w", dir, err)
@@ -250,6 +262,7 @@ func (r *Runtime) connect() error {
 		kgo.ClientID(r.cfg.ApplicationID+"-producer"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordDeliveryTimeout(commitTimeout),
 		kgo.ProducerBatchMaxBytes(1<<20),
 	)
 	if err != nil {
@@ -295,7 +308,7 @@ func (r *Runtime) newConsumer() error {
 		kgo.ClientID(r.cfg.ApplicationID+"-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(newTaskBalancer(r.procs)),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -320,6 +333,8 @@ func (r *Runtime) Close() {
 	if r.consumer != nil {
 		r.consumer.Close()
 	}
+	r.purging.Lock() // a purge in the background finishes before its client closes
+	defer r.purging.Unlock()
 	if r.restoreCl != nil {
 		r.restoreCl.Close()
 	}

@@ -82,7 +82,7 @@ func toStrings(m map[string]int) map[string]string {
 }
 
 // waitCounts waits until the output topic's latest counts equal want.
-func waitCounts(t *testing.T, brokers []string, topic string, want map[string]string) {
+func waitCounts(t testing.TB, brokers []string, topic string, want map[string]string) {
 	t.Helper()
 	var got map[string]string
 	deadline := time.Now().Add(60 * time.Second)

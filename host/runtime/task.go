@@ -46,10 +46,11 @@ func (s taskState) String() string {
 // task is one processor's work on one partition: its stores (through changelog.Task), its
 // plugin instance, and the input records it processed since its last commit.
 type task struct {
-	id     taskID
-	proc   *processor
-	state  taskState
-	failed bool // processing or committing failed: the task only closes, without a commit
+	id         taskID
+	proc       *processor
+	state      taskState
+	failed     bool // processing or committing failed: the task only closes, without a commit
+	waitLogged bool // the wait for its previous run's records was logged
 
 	cl   *changelog.Task // nil until opened
 	inst *engine.Instance
@@ -61,8 +62,8 @@ type task struct {
 	batch []engine.Record
 }
 
-// open opens the task's stores (unrestored) and instantiates its plugin.
-func (t *task) open(ctx context.Context) error {
+// openStores opens the task's stores, not restored yet.
+func (t *task) openStores() error {
 	cl, err := changelog.OpenTask(t.rt.stores, t.rt.producer, changelog.TaskConfig{
 		AppID:     t.rt.cfg.ApplicationID,
 		Processor: t.id.proc,
@@ -71,11 +72,17 @@ func (t *task) open(ctx context.Context) error {
 		Logger:    t.rt.opts.Logger,
 	})
 	if err != nil {
-		return fmt.Errorf("task %s: open stores: %w", t.id, err)
+		return fmt.Errorf("runtime: task %s: open stores: %w", t.id, err)
 	}
+	t.cl = cl
+	return nil
+}
+
+// startPlugin instantiates the task's plugin over its restored stores.
+func (t *task) startPlugin(ctx context.Context) error {
 	stores := make(map[string]store.Store, len(t.proc.stores))
 	for _, s := range t.proc.stores {
-		stores[s.Name] = cl.Store(s.Name)
+		stores[s.Name] = t.cl.Store(s.Name)
 	}
 	inst, err := t.proc.mod.Instantiate(ctx, engine.Task{
 		Processor: t.id.proc,
@@ -86,12 +93,10 @@ func (t *task) open(ctx context.Context) error {
 		Logger:    t.rt.opts.Logger,
 	})
 	if err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cl.Close(closeCtx)
-		return fmt.Errorf("task %s: start plugin: %w", t.id, err)
+		t.failed = true // its init may have written: nothing of it may be committed
+		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
 	}
-	t.cl, t.inst = cl, inst
+	t.inst = inst
 	return nil
 }
 
@@ -133,8 +138,8 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// dirty reports whether the task processed records since its last commit, or must commit
-// early because its uncommitted writes are large.
+// dirty reports whether the task processed records since its last commit (or since the
+// last successful offset commit).
 func (t *task) dirty() bool { return len(t.last) > 0 }
 
 // close closes the plugin instance and the stores, dropping uncommitted writes.

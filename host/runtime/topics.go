@@ -136,12 +136,13 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 							sc.Name, err)
 					}
 				}
-				if diags.HasErrors() {
-					return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
-				}
+				continue // report the mismatches of the other processors too
 			}
 			return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
 		}
+	}
+	if diags.HasErrors() {
+		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
 	}
 	return nil
 }
@@ -191,9 +192,13 @@ func (r *Runtime) createTopic(ctx context.Context, name string, partitions int32
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		r.log.Debug("topic created meanwhile by another instance", "topic", name)
+	case err != nil:
 		return fmt.Errorf("runtime: create topic %s with %d partitions: %w", name, partitions, err)
+	default:
+		r.log.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
 	}
-	r.log.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
 	return nil
 }
