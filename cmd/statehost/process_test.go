@@ -59,6 +59,7 @@ type brokerProcess struct {
 	cmd  *exec.Cmd
 	addr string
 	done chan error
+	log  syncBuffer // its stderr, logged when the test fails
 }
 
 // startBrokerProcess starts the broker on a free port with dir and waits for its
@@ -79,11 +80,15 @@ func startBrokerProcess(t *testing.T, bin, dir string) *brokerProcess {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
+		if t.Failed() {
+			t.Logf("stderr of statehost broker:\n%s", p.log.String())
+		}
 	})
 	listening := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
 			var line struct {
 				Message string `json:"@message"`
 				Addr    string `json:"addr"`
@@ -93,7 +98,7 @@ func startBrokerProcess(t *testing.T, bin, dir string) *brokerProcess {
 				listening <- line.Addr
 			}
 		}
-		io.Copy(io.Discard, stderr)
+		io.Copy(&p.log, stderr)
 		p.done <- cmd.Wait()
 	}()
 	select {

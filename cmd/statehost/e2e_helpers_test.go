@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+)
+
+// The end-to-end tests run the statehost program as processes: a broker, one or more apps
+// running the word count (tokenize and count), and the produce command.
+
+const (
+	e2eApp       = "wordcount"
+	e2eChangelog = e2eApp + "-counts-changelog"
+	e2eRepart    = e2eApp + "-words-repartition"
+	e2eTasks     = 7 // tokenize on the 4 partitions of sentences, count on the 3 of the repartition topic
+	e2eCommit    = 200 * time.Millisecond
+)
+
+var (
+	modulesOnce sync.Once
+	modulesErr  error
+	e2eModules  map[string]string // plugin name -> .wasm path
+)
+
+// buildModules builds the tokenize and count plugins once for the tests of the package, into
+// the directory of the test binary (removed by TestMain).
+func buildModules(t *testing.T) map[string]string {
+	t.Helper()
+	buildBinary(t)
+	modulesOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		mods := map[string]string{}
+		errs := make(chan error, 2)
+		var wg sync.WaitGroup
+		for _, name := range []string{"tokenize", "count"} {
+			out := filepath.Join(binaryDir, name+".wasm")
+			mods[name] = out
+			wg.Go(func() {
+				if err := wasmbuild.Go(ctx, filepath.Join("..", "..", "plugins", name), out); err != nil {
+					errs <- fmt.Errorf("build %s: %w", name, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		modulesErr = <-errs
+		e2eModules = mods
+	})
+	if modulesErr != nil {
+		t.Fatal(modulesErr)
+	}
+	return e2eModules
+}
+
+// writeAppConfig writes the word-count configuration for the broker at addr into dir and
+// returns its path; the state directory is dir/state, so the app's is dir/state/wordcount.
+func writeAppConfig(t *testing.T, dir, addr string, logging bool) string {
+	t.Helper()
+	mods := buildModules(t)
+	logBlock := "logging {\n      enabled      = true\n      topic_config = { \"min.compaction.lag.ms\" = \"0\" }\n    }"
+	if !logging {
+		logBlock = "logging {\n      enabled = false\n    }"
+	}
+	src := fmt.Sprintf(`application_id  = %q
+state_dir       = %q
+commit_interval = %q
+kafka {
+  brokers = [%q]
+}
+admin {
+  listen = ""
+}
+topic "sentences" {
+  partitions = 4
+}
+repartition "words" {
+  partitions = 3
+}
+processor "tokenize" {
+  module  = %q
+  inputs  = ["sentences"]
+  outputs = ["words"]
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  outputs = ["word-counts"]
+  store "counts" {
+    %s
+  }
+}
+`, e2eApp, filepath.Join(dir, "state"), e2eCommit.String(), addr, mods["tokenize"], mods["count"], logBlock)
+	path := filepath.Join(dir, "app.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// appStateDir is the state directory of the app configured by writeAppConfig in dir.
+func appStateDir(dir string) string { return filepath.Join(dir, "state", e2eApp) }
+
+// appProcess is `statehost run` running as a process, its logs JSON lines.
+type appProcess struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr syncBuffer
+	done   chan struct{}
+	code   int // the exit code once done is closed; -1 when a signal ended it
+}
+
+// startApp starts `statehost run --config cfg --log-json`. Cleanup kills it if it still runs,
+// and logs its stderr if the test failed.
+func startApp(t *testing.T, bin, cfg, name string) *appProcess {
+	t.Helper()
+	p := &appProcess{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--config", cfg, "--log-json")
+	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			p.code = exit.ExitCode()
+		case err != nil:
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stderr of %s (exit %d):\n%s", p.name, p.code, p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *appProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logLine is a JSON log line of the app with the fields the tests read.
+type logLine struct {
+	Message   string `json:"@message"`
+	Level     string `json:"@level"`
+	Module    string `json:"@module"`
+	Processor string `json:"processor"`
+	Store     string `json:"store"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	EndOffset int64  `json:"end_offset"`
+	Records   int64  `json:"records"`
+	Error     string `json:"error"`
+}
+
+// logs returns the JSON lines logged so far with the message msg (all lines for "").
+func (p *appProcess) logs(msg string) []logLine {
+	var out []logLine
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && (msg == "" || l.Message == msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitLog polls the logs until cond holds; it fails the test if the process exits first.
+func (p *appProcess) waitLog(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if p.exited() {
+			t.Fatalf("%s exited %d while waiting for %s", p.name, p.code, what)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out after %v waiting for %s", p.name, timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitTasks waits until every task of the word count has logged "task running".
+func (p *appProcess) waitTasks(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	p.waitLog(t, timeout, "all tasks running", func() bool {
+		seen := map[string]bool{}
+		for _, l := range p.logs("task running") {
+			seen[fmt.Sprintf("%s_%d", l.Processor, l.Partition)] = true
+		}
+		return len(seen) == e2eTasks
+	})
+}
+
+// restores returns the "restore started" and "restore done" lines of the store counts.
+func (p *appProcess) restores() (started, done []logLine) {
+	for _, l := range p.logs("") {
+		switch {
+		case l.Store != "counts":
+		case l.Message == "restore started":
+			started = append(started, l)
+		case l.Message == "restore done":
+			done = append(done, l)
+		}
+	}
+	return started, done
+}
+
+// restoredRecords sums the records of the "restore done" lines of the store counts.
+func (p *appProcess) restoredRecords() int64 {
+	_, done := p.restores()
+	var n int64
+	for _, l := range done {
+		n += l.Records
+	}
+	return n
+}
+
+// stop sends sig and waits for the exit code.
+func (p *appProcess) stop(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	return p.wait(t, 60*time.Second)
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *appProcess) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v", p.name, timeout)
+		return 0
+	}
+}
+
+// produceLines writes lines to topic with the `statehost produce` command as a process.
+func produceLines(t *testing.T, bin, addr, topic string, lines []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "produce", "--brokers", addr, topic)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if want := fmt.Sprintf("produced %d records to %s", len(lines), topic); err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("statehost produce: %v\n%s\nwant %q", err, out, want)
+	}
+}
+
+// sentences returns n deterministic sentences over a small vocabulary, and the reference
+// count of their words (as in host/runtime's tests).
+func sentences(n, seed int) ([]string, map[string]int) {
+	words := []string{"kafka", "stream", "state", "wasm", "pebble", "go", "store", "log", "topic", "plugin", "count", "word"}
+	ref := map[string]int{}
+	out := make([]string, n)
+	x := uint32(seed*7919 + 1)
+	for i := range out {
+		var b strings.Builder
+		for j := 0; j < 3+i%5; j++ {
+			x = x*1664525 + 1013904223
+			w := words[x>>16%uint32(len(words))]
+			if x%7 == 0 {
+				w += strconv.Itoa(int(x>>8) % 50) // a long tail of rarer words
+			}
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(w)
+			ref[w]++
+		}
+		out[i] = b.String()
+	}
+	return out, ref
+}
+
+// addCounts adds more to ref.
+func addCounts(ref, more map[string]int) {
+	for k, v := range more {
+		ref[k] += v
+	}
+}
+
+func toStrings(m map[string]int) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = strconv.Itoa(v)
+	}
+	return out
+}
+
+// newKafkaClient returns a client of the broker at addr; the caller closes it.
+func newKafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// topicEnds returns the end offsets of topic by partition.
+func topicEnds(t *testing.T, addr, topic string) map[int32]int64 {
+	t.Helper()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s partition %d: %v", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out
+}
+
+// latest reads topic from the start to its current end and returns the last value per key
+// (a tombstone removes the key) and the number of records read.
+func latest(t *testing.T, addr, topic string) (map[string]string, int) {
+	t.Helper()
+	want := map[int32]int64{}
+	for p, end := range topicEnds(t, addr, topic) {
+		if end > 0 {
+			want[p] = end
+		}
+	}
+	out := map[string]string{}
+	if len(want) == 0 {
+		return out, 0
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cl := newKafkaClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	n := 0
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v (still waiting for %v)", topic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; !ok || r.Offset >= end {
+				return // beyond the end listed at the start
+			}
+			n++
+			if r.Value == nil {
+				delete(out, string(r.Key))
+			} else {
+				out[string(r.Key)] = string(r.Value)
+			}
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, n
+}
+
+// waitCounts waits until the latest values of topic equal want.
+func waitCounts(t *testing.T, addr, topic string, want map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got, _ := latest(t, addr, topic)
+		if maps.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			diff := 0
+			for k, v := range want {
+				if got[k] != v {
+					if diff < 5 {
+						t.Errorf("%s: %q = %q, want %q", topic, k, got[k], v)
+					}
+					diff++
+				}
+			}
+			t.Fatalf("%s: %d of %d keys differ (got %d keys)", topic, diff, len(want), len(got))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitCommitted waits until the group's committed offsets equal the end offsets of the
+// topics, on every partition.
+func waitCommitted(t *testing.T, addr, group string, topics ...string) {
+	t.Helper()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var behind []string
+		resp, err := adm.FetchOffsets(t.Context(), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, topic := range topics {
+			for p, end := range topicEnds(t, addr, topic) {
+				o, ok := resp.Lookup(topic, p)
+				at := int64(0)
+				if ok && o.Err == nil {
+					at = o.At
+				}
+				if at != end {
+					behind = append(behind, fmt.Sprintf("%s/%d committed %d, end %d", topic, p, at, end))
+				}
+			}
+		}
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s: offsets not committed to the end: %v", group, behind)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
