@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -283,45 +282,11 @@ func produceLines(t *testing.T, bin, addr, topic string, lines []string) {
 	}
 }
 
-// sentences returns n deterministic sentences over a small vocabulary, and the reference
-// count of their words (as in host/runtime's tests).
-func sentences(n, seed int) ([]string, map[string]int) {
-	words := []string{"kafka", "stream", "state", "wasm", "pebble", "go", "store", "log", "topic", "plugin", "count", "word"}
-	ref := map[string]int{}
-	out := make([]string, n)
-	x := uint32(seed*7919 + 1)
-	for i := range out {
-		var b strings.Builder
-		for j := 0; j < 3+i%5; j++ {
-			x = x*1664525 + 1013904223
-			w := words[x>>16%uint32(len(words))]
-			if x%7 == 0 {
-				w += strconv.Itoa(int(x>>8) % 50) // a long tail of rarer words
-			}
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(w)
-			ref[w]++
-		}
-		out[i] = b.String()
-	}
-	return out, ref
-}
-
 // addCounts adds more to ref.
 func addCounts(ref, more map[string]int) {
 	for k, v := range more {
 		ref[k] += v
 	}
-}
-
-func toStrings(m map[string]int) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = strconv.Itoa(v)
-	}
-	return out
 }
 
 // newKafkaClient returns a client of the broker at addr; the caller closes it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/statehost/statehost/internal/wordgen"
 	"github.com/statehost/statehost/store"
 )
 
@@ -62,9 +63,9 @@ func TestE2EWordCount(t *testing.T) {
 		t.Errorf("\"running\" lines: %+v, want one from statehost.runtime", l)
 	}
 
-	lines, ref := sentences(3000, 1)
+	lines, ref := wordgen.Sentences(3000, 1)
 	produceLines(t, bin, addr, "sentences", lines)
-	want := toStrings(ref)
+	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
 	got, n := latest(t, addr, e2eChangelog)
 	if !maps.Equal(got, want) {
@@ -88,9 +89,9 @@ func TestE2EKillDeleteStateRestore(t *testing.T) {
 	bin, addr, cfg, dir := e2eSetup(t, true)
 	app := startApp(t, bin, cfg, "first app")
 	app.waitTasks(t, 60*time.Second)
-	lines, ref := sentences(2000, 2)
+	lines, ref := wordgen.Sentences(2000, 2)
 	produceLines(t, bin, addr, "sentences", lines)
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	waitCommitted(t, addr, e2eApp, "sentences", e2eRepart)
 	kill(t, app)
 
@@ -118,10 +119,10 @@ func TestE2EKillDeleteStateRestore(t *testing.T) {
 		t.Errorf("restored %d records, want the %d of the changelog", got, changelogRecords)
 	}
 
-	lines, more := sentences(1000, 3)
+	lines, more := wordgen.Sentences(1000, 3)
 	produceLines(t, bin, addr, "sentences", lines)
 	addCounts(ref, more)
-	want := toStrings(ref)
+	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
 	if got, _ := latest(t, addr, e2eChangelog); !maps.Equal(got, want) {
 		t.Errorf("changelog: %d keys, differs from the reference's %d", len(got), len(want))
@@ -172,9 +173,9 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 	bin, addr, cfg, dir := e2eSetup(t, true)
 	app := startApp(t, bin, cfg, "first app")
 	app.waitTasks(t, 60*time.Second)
-	lines, ref := sentences(2000, 4)
+	lines, ref := wordgen.Sentences(2000, 4)
 	produceLines(t, bin, addr, "sentences", lines)
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	stopClean(t, app)
 
 	cleanEnds := topicEnds(t, addr, e2eChangelog)
@@ -193,10 +194,10 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 		}
 	}
 
-	lines, more := sentences(1000, 5)
+	lines, more := wordgen.Sentences(1000, 5)
 	produceLines(t, bin, addr, "sentences", lines)
 	addCounts(ref, more)
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	waitCommitted(t, addr, e2eApp, "sentences", e2eRepart)
 	// The state and checkpoints of that commit were applied before the offsets were
 	// committed; let one more interval pass, then the process dies without a word.
@@ -230,10 +231,10 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 		}
 	}
 
-	lines, more = sentences(500, 6)
+	lines, more = wordgen.Sentences(500, 6)
 	produceLines(t, bin, addr, "sentences", lines)
 	addCounts(ref, more)
-	want := toStrings(ref)
+	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
 	if got, _ := latest(t, addr, e2eChangelog); !maps.Equal(got, want) {
 		t.Errorf("changelog: %d keys, differs from the reference's %d", len(got), len(want))
@@ -247,11 +248,11 @@ func TestE2ELoggingDisabled(t *testing.T) {
 	bin, addr, cfg, dir := e2eSetup(t, false)
 	app := startApp(t, bin, cfg, "first app")
 	app.waitTasks(t, 60*time.Second)
-	lines, ref := sentences(1000, 7)
+	lines, ref := wordgen.Sentences(1000, 7)
 	lines = append(lines, "a a a")
 	ref["a"] = 3
 	produceLines(t, bin, addr, "sentences", lines)
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	if _, done := app.restores(); len(done) != 0 {
 		t.Errorf("a store without logging was restored: %+v", done)
 	}
@@ -264,7 +265,7 @@ func TestE2ELoggingDisabled(t *testing.T) {
 	app.waitTasks(t, 60*time.Second)
 	produceLines(t, bin, addr, "sentences", []string{"a"})
 	ref["a"] = 1
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()
@@ -466,9 +467,9 @@ func TestE2EStateDirLocked(t *testing.T) {
 	if first.exited() {
 		t.Fatalf("the first app exited %d", first.code)
 	}
-	lines, ref := sentences(500, 8)
+	lines, ref := wordgen.Sentences(500, 8)
 	produceLines(t, bin, addr, "sentences", lines)
-	waitCounts(t, addr, "word-counts", toStrings(ref))
+	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	if n := len(first.logs("task running")); n != e2eTasks {
 		t.Errorf("the first app started tasks %d times, want %d: it was disturbed", n, e2eTasks)
 	}

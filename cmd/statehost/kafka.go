@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/kafkalog"
 )
 
 // defaultBrokers is the default of --brokers: the default --listen of statehost broker.
@@ -31,7 +33,7 @@ func newClient(log hclog.Logger, brokers string, opts ...kgo.Opt) (*kgo.Client, 
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("no broker address in %q", brokers)
 	}
-	opts = append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.WithLogger(kgoLogger{log})}, opts...)
+	opts = append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.WithLogger(kafkalog.New(log))}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client of %s: %w", brokers, err)
@@ -59,35 +61,4 @@ func requireTopic(ctx context.Context, cl *kgo.Client, brokers, topic string) ([
 		return nil, fmt.Errorf("looking up topic %s on %s: %w", topic, brokers, td.Err)
 	}
 	return td.Partitions.Numbers(), nil
-}
-
-// kgoLogger passes the Kafka client's logs to an hclog logger: its info (connections,
-// metadata) at debug and its debug at trace, its warnings and errors as they are.
-type kgoLogger struct{ log hclog.Logger }
-
-func (l kgoLogger) Level() kgo.LogLevel {
-	switch {
-	case l.log.IsTrace():
-		return kgo.LogLevelDebug
-	case l.log.IsDebug():
-		return kgo.LogLevelInfo
-	case l.log.IsWarn():
-		return kgo.LogLevelWarn
-	case l.log.IsError():
-		return kgo.LogLevelError
-	}
-	return kgo.LogLevelNone
-}
-
-func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	switch level {
-	case kgo.LogLevelError:
-		l.log.Error(msg, keyvals...)
-	case kgo.LogLevelWarn:
-		l.log.Warn(msg, keyvals...)
-	case kgo.LogLevelInfo:
-		l.log.Debug(msg, keyvals...)
-	case kgo.LogLevelDebug:
-		l.log.Trace(msg, keyvals...)
-	}
 }

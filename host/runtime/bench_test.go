@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/statehost/statehost/internal/wordgen"
 )
 
 // BenchmarkWordCount runs the two-processor word count over b.N sentences (3 to 7 words
@@ -18,11 +20,11 @@ func BenchmarkWordCount(b *testing.B) {
 			brokers := cluster(b)
 			src := fmt.Sprintf(wordcountHCL, "pebble", true)
 			cfg := loadConfig(b, b.TempDir(), src)
-			lines, ref := sentences(b.N, 9)
+			lines, ref := wordgen.Sentences(b.N, 9)
 			cl, _ := client(b, brokers)
 			in := start(b, cfg, brokers, func(o *Options) { o.NoSyncCommits = !sync })
 			waitFor(b, 60*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
-			want := toStrings(ref)
+			want := wordgen.Strings(ref)
 			b.ResetTimer()
 			begin := time.Now()
 			produce(b, cl, "sentences", lines...)

@@ -17,6 +17,7 @@ import (
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/internal/kafkalog"
 	"github.com/statehost/statehost/restore"
 	"github.com/statehost/statehost/store"
 )
@@ -256,7 +257,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 // the runtime can take it).
 func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
-	logger := kgo.WithLogger(kgoLogger{r.opts.Logger.Named("kafka")})
+	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
 	r.prodCl, err = kgo.NewClient(brokers, logger,
 		kgo.ClientID(r.cfg.ApplicationID+"-producer"),
@@ -304,7 +305,7 @@ func (r *Runtime) newConsumer() error {
 	var err error
 	r.consumer, err = kgo.NewClient(
 		kgo.SeedBrokers(r.opts.Brokers...),
-		kgo.WithLogger(kgoLogger{r.opts.Logger.Named("kafka")}),
+		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
 		kgo.ClientID(r.cfg.ApplicationID+"-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.ConsumeTopics(topics...),
@@ -350,33 +351,6 @@ func (r *Runtime) Close() {
 		if err := r.stores.Close(); err != nil {
 			r.log.Warn("closing the state directory", "error", err)
 		}
-	}
-}
-
-// kgoLogger sends franz-go's logs to hclog, one level down: the client is chatty at info.
-type kgoLogger struct{ l hclog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	switch {
-	case k.l.IsTrace():
-		return kgo.LogLevelDebug
-	case k.l.IsDebug():
-		return kgo.LogLevelInfo
-	default:
-		return kgo.LogLevelWarn
-	}
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	switch level {
-	case kgo.LogLevelError:
-		k.l.Error(msg, keyvals...)
-	case kgo.LogLevelWarn:
-		k.l.Warn(msg, keyvals...)
-	case kgo.LogLevelInfo:
-		k.l.Debug(msg, keyvals...)
-	default:
-		k.l.Trace(msg, keyvals...)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/internal/wordgen"
 )
 
 const wordcountHCL = `
@@ -46,40 +46,6 @@ processor "count" {
   }
 }
 `
-
-// sentences returns n deterministic sentences over a small vocabulary, and the reference
-// count of their words.
-func sentences(n, seed int) ([]string, map[string]int) {
-	words := []string{"kafka", "stream", "state", "wasm", "pebble", "go", "store", "log", "topic", "plugin", "count", "word"}
-	ref := map[string]int{}
-	out := make([]string, n)
-	x := uint32(seed*7919 + 1)
-	for i := range out {
-		var b strings.Builder
-		for j := 0; j < 3+i%5; j++ {
-			x = x*1664525 + 1013904223
-			w := words[x>>16%uint32(len(words))]
-			if x%7 == 0 {
-				w += strconv.Itoa(int(x>>8) % 50) // a long tail of rarer words
-			}
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(w)
-			ref[w]++
-		}
-		out[i] = b.String()
-	}
-	return out, ref
-}
-
-func toStrings(m map[string]int) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = strconv.Itoa(v)
-	}
-	return out
-}
 
 // waitCounts waits until the output topic's latest counts equal want.
 func waitCounts(t testing.TB, brokers []string, topic string, want map[string]string) {
@@ -115,9 +81,9 @@ func TestWordCount(t *testing.T) {
 	in := start(t, cfg, brokers)
 	cl, adm := client(t, brokers)
 
-	lines, ref := sentences(3000, 1)
+	lines, ref := wordgen.Sentences(3000, 1)
 	produce(t, cl, "sentences", lines...)
-	want := toStrings(ref)
+	want := wordgen.Strings(ref)
 	waitCounts(t, brokers, "word-counts", want)
 	if err := in.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -184,21 +150,21 @@ func TestRestartAndRestore(t *testing.T) {
 	cl, _ := client(t, brokers)
 
 	in := start(t, cfg, brokers)
-	lines, ref := sentences(1000, 2)
+	lines, ref := wordgen.Sentences(1000, 2)
 	produce(t, cl, "sentences", lines...)
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if err := in.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
 	// A clean restart: the checkpoints are at the changelog's end.
 	in = start(t, cfg, brokers)
-	lines, more := sentences(500, 3)
+	lines, more := wordgen.Sentences(500, 3)
 	produce(t, cl, "sentences", lines...)
 	for k, v := range more {
 		ref[k] += v
 	}
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if got := in.events.restored()["counts"]; got != 0 {
 		t.Errorf("clean restart restored %d records, want 0", got)
 	}
@@ -212,12 +178,12 @@ func TestRestartAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	in = start(t, cfg, brokers)
-	lines, more = sentences(500, 4)
+	lines, more = wordgen.Sentences(500, 4)
 	produce(t, cl, "sentences", lines...)
 	for k, v := range more {
 		ref[k] += v
 	}
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if got := in.events.restored()["counts"]; got != int64(changelogRecords) {
 		t.Errorf("restore after deleting the state restored %d records, want the changelog's %d", got, changelogRecords)
 	}
@@ -307,7 +273,7 @@ processor "leaderboard" {
 		ref[w]++
 	}
 	produceKeyed(t, cl, "words", words)
-	want := toStrings(ref)
+	want := wordgen.Strings(ref)
 	waitCounts(t, brokers, "word-counts", want)
 	waitCounts(t, brokers, "board-latest-changelog", want)
 	if got, _ := latest(t, brokers, "board-ranking-changelog"); len(got) != len(want) {
@@ -374,22 +340,22 @@ func TestRebalance(t *testing.T) {
 	cl, _ := client(t, brokers)
 
 	a := start(t, cfgA, brokers)
-	lines, ref := sentences(1000, 5)
+	lines, ref := wordgen.Sentences(1000, 5)
 	produce(t, cl, "sentences", lines...)
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 
 	b := start(t, cfgB, brokers)
 	waitFor(t, 60*time.Second, "the second instance to run tasks", func() bool {
 		return running(b.rt) > 0
 	})
 	for i := range 4 {
-		lines, more := sentences(300, 10+i)
+		lines, more := wordgen.Sentences(300, 10+i)
 		produce(t, cl, "sentences", lines...)
 		for k, v := range more {
 			ref[k] += v
 		}
 	}
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if ra, rb := running(a.rt), running(b.rt); ra+rb != 7 || ra == 0 || rb == 0 {
 		t.Errorf("running tasks: %d and %d, want the 7 tasks shared", ra, rb)
 	}
@@ -399,12 +365,12 @@ func TestRebalance(t *testing.T) {
 	waitFor(t, 60*time.Second, "the first instance to take all tasks back", func() bool {
 		return running(a.rt) == 7
 	})
-	lines, more := sentences(300, 20)
+	lines, more := wordgen.Sentences(300, 20)
 	produce(t, cl, "sentences", lines...)
 	for k, v := range more {
 		ref[k] += v
 	}
-	waitCounts(t, brokers, "word-counts", toStrings(ref))
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 }
 
 // running counts the running tasks of rt.
