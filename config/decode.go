@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -138,6 +139,13 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 
 	d.decodeKafka(raw.Kafka, c)
 	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)
+	if c.ApplicationID != "" && checkApplicationID(c.ApplicationID) == "" {
+		app := filepath.Join(c.StateDir, c.ApplicationID)
+		if within(app, c.EmbeddedBroker.DataDir) || within(c.EmbeddedBroker.DataDir, app) {
+			d.errorf(raw.ApplicationID.Range(), "State directory overlaps the broker's",
+				"The instance's state directory %s (<state_dir>/<application_id>) and the embedded broker's data_dir %s overlap: deleting the application's state would delete the broker's data. Choose another application_id or embedded_broker.data_dir.", app, c.EmbeddedBroker.DataDir)
+		}
+	}
 
 	c.Admin.Listen = defaultAdminListen
 	if raw.Admin != nil {
@@ -327,4 +335,10 @@ func (d *decoder) path(p string) string {
 		p = filepath.Join(d.dir, p)
 	}
 	return filepath.Clean(p)
+}
+
+// within reports whether path is dir or lies below it (both clean and absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

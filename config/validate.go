@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -32,6 +34,8 @@ func checkApplicationID(id string) string {
 	switch {
 	case id == "":
 		return "is empty"
+	case id == "." || id == "..":
+		return "is not a directory name (the instance's state lives in <state_dir>/<application_id>)"
 	case len(id) > maxApplicationIDLen:
 		return fmt.Sprintf("is longer than %d characters", maxApplicationIDLen)
 	case !kafkaChars(id):
@@ -147,6 +151,7 @@ func (d *decoder) checkProcessors(raw rawFile, c *Config) {
 
 		p.Inputs = d.resolveTopics(c, p.Inputs, p.InputRanges, "input")
 		p.Outputs = d.resolveTopics(c, p.Outputs, p.OutputRanges, "output")
+		d.checkCoPartitioned(c, p)
 		for k, out := range p.Outputs {
 			for l, in := range p.Inputs {
 				if out == in {
@@ -156,6 +161,31 @@ func (d *decoder) checkProcessors(raw rawFile, c *Config) {
 			}
 		}
 	}
+}
+
+// checkCoPartitioned refuses a processor whose inputs have different partition counts in the
+// file (topic and repartition blocks); counts of topics that only exist on the broker are
+// checked when the application starts.
+func (d *decoder) checkCoPartitioned(c *Config, p *Processor) {
+	counts := map[int32][]string{}
+	for _, in := range p.Inputs {
+		switch {
+		case c.TopicByName(in) != nil:
+			n := c.TopicByName(in).Partitions
+			counts[n] = append(counts[n], in)
+		case c.RepartitionByTopic(in) != nil:
+			n := c.RepartitionByTopic(in).Partitions
+			counts[n] = append(counts[n], in)
+		}
+	}
+	if len(counts) < 2 {
+		return
+	}
+	var desc []string
+	for _, n := range slices.Sorted(maps.Keys(counts)) {
+		desc = append(desc, fmt.Sprintf("%s: %d", strings.Join(counts[n], ", "), n))
+	}
+	d.errorf(p.InputsRange, "Inputs not co-partitioned", "The inputs of processor %q must have the same number of partitions, since partition N of every input goes to task N; they have %s.", p.Name, strings.Join(desc, "; "))
 }
 
 // resolveTopics checks the names of a processor's inputs or outputs, refuses duplicates and
