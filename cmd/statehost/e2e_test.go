@@ -165,10 +165,9 @@ func sum(m map[int32]int64) int64 {
 }
 
 // TestE2ECleanRestartReplaysOnlyTail checks that a restart after SIGTERM replays nothing of
-// the changelog, that a restart after a SIGKILL that follows a commit replays only a tail, and
-// that the counts stay exact. The tail is bounded by what was logged since the clean stop,
-// whose checkpoints are durable: commits are not fsynced, so a kill may lose the last ones
-// (store.Settings.SyncCommits), even after their .checkpoint files were exported.
+// the changelog, that a restart after a SIGKILL that follows a commit replays at most the
+// changelog tail after the exported .checkpoint files (commits are fsynced before the files
+// are written), and that the counts stay exact.
 func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 	bin, addr, cfg, dir := e2eSetup(t, true)
 	app := startApp(t, bin, cfg, "first app")

@@ -47,9 +47,9 @@ type command struct {
 
 // commands lists the commands in the order usage shows them.
 var commands = []command{
-	{name: "run", synopsis: "[--config FILE]", run: runCmd,
+	{name: "run", synopsis: "[--config FILE]", run: runCmd, ownFlags: true,
 		summary: "Run the processors described by a configuration file until SIGINT or SIGTERM."},
-	{name: "validate", synopsis: "[--config FILE]", run: validateCmd,
+	{name: "validate", synopsis: "[--config FILE]", run: validateCmd, ownFlags: true,
 		summary: "Check a configuration file and its plugins without running anything."},
 	{name: "broker", synopsis: brokerSynopsis, run: brokerCmd, ownFlags: true,
 		summary: "Run the embedded Kafka-protocol broker until SIGINT or SIGTERM."},

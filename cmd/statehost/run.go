@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -13,22 +11,28 @@ import (
 	"github.com/statehost/statehost/internal/broker"
 )
 
+const runUsage = `Runs the application of a configuration file: its processors as tasks on the consumer group
+named by its application_id, their stores restored from their changelogs before they process
+anything, committed every commit_interval. With kafka.brokers empty, an embedded broker runs
+in the process. SIGINT or SIGTERM commits, checkpoints and exits 0; a configuration problem
+prints every diagnostic and exits 1.
+`
+
 // runCmd is `statehost run [--config FILE]`: it runs the application until SIGINT or
 // SIGTERM, with an embedded broker when kafka.brokers is empty.
 func runCmd(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := newFlagSet(env, "run", "[--config FILE]", runUsage)
 	path := fs.String("config", "config.hcl", "the application's configuration `file`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "statehost run: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if len(pos) > 0 {
+		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	cfg, ok := loadConfig(env, *path, config.Options{})
 	if !ok {
-		return 1
+		return exitFailure
 	}
 	log := env.Logger
 
@@ -54,13 +58,17 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 
 	rt, err := runtime.New(ctx, runtime.Options{Config: cfg, Brokers: brokers, Logger: log})
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before the application started", "reason", context.Cause(ctx))
+			return exitOK
+		}
 		return reportRunError(env, cfg, err)
 	}
 	defer rt.Close()
 	if err := rt.Run(ctx); err != nil {
 		return reportRunError(env, cfg, err)
 	}
-	return 0
+	return exitOK
 }
 
 // reportRunError prints a configuration problem as diagnostics and anything else as a log

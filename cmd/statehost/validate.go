@@ -2,26 +2,30 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
 )
 
+const validateUsage = `Checks a configuration file: every attribute and block, names, durations, duplicates,
+partition counts declared in the file, and that each module is a statehost module. Prints
+every diagnostic; exits 1 on any error. Checks that need the broker (input topics exist,
+co-partitioning of existing topics) are made by run.
+`
+
 // validateCmd is `statehost validate [--config FILE]`: it checks the configuration and
 // compiles every processor's module, prints all diagnostics, and exits 1 on any error.
 // Checks that need the broker (input topics exist, co-partitioning) are made by run.
 func validateCmd(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := newFlagSet(env, "validate", "[--config FILE]", validateUsage)
 	path := fs.String("config", "config.hcl", "the application's configuration `file`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "statehost validate: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if len(pos) > 0 {
+		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	eng, err := engine.New(ctx, engine.Config{Logger: env.Logger})
 	if err != nil {

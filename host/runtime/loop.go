@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +85,10 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		case errors.Is(err, kgo.ErrClientClosed):
 			fatal = fmt.Errorf("runtime: the group consumer closed: %w", err)
+		case errors.As(err, new(*kgo.ErrDataLoss)):
+			// The partition lost records below the position (truncated, recreated, or an
+			// unclean leader election): the client moved on from where the broker now is.
+			r.log.Error("input records lost on the broker", "topic", topic, "partition", part, "error", err)
 		default:
 			r.log.Warn("fetch error", "topic", topic, "partition", part, "error", err)
 		}
@@ -185,7 +190,7 @@ func (r *Runtime) commitAll(ctx context.Context, why string) error {
 // commitTimeout bounds a commit: the acknowledgements it waits for (the producer gives up on
 // a record after the same time), the store apply and the offset commit. A commit that cannot
 // finish fails its task, which stops the runtime.
-const commitTimeout = 2 * time.Minute
+const commitTimeout = 30 * time.Second
 
 // commitLocked is commitAll with r.mu held, restricted to the tasks for which only returns
 // true (all when only is nil).
@@ -242,7 +247,7 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 			// the records after the last committed offsets are processed again if this
 			// process stops first (at least once).
 			committed = false
-			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "error", cerr)
+			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "partitions", describe(recs), "error", cerr)
 		} else {
 			r.purge(recs)
 		}
@@ -258,13 +263,28 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 	return err
 }
 
+// describe names the partitions and offsets of recs, for logs.
+func describe(recs []*kgo.Record) string {
+	var b strings.Builder
+	for i, rec := range recs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s/%d@%d", rec.Topic, rec.Partition, rec.Offset+1)
+	}
+	return b.String()
+}
+
 // purge deletes the records of repartition topics below the offsets just committed, in the
-// background: they will never be read again.
+// background: they will never be read again. It keeps the last committed record of each
+// partition: a partition emptied by DeleteRecords comes back at offset 0 after a restart of
+// the statehost broker (kfake keeps a partition's offsets only in its segment files), and the
+// group's committed offset would then point past records written after the restart.
 func (r *Runtime) purge(committed []*kgo.Record) {
 	offsets := make(kadm.Offsets)
 	for _, rec := range committed {
-		if r.cfg.RepartitionByTopic(rec.Topic) != nil {
-			offsets.Add(kadm.Offset{Topic: rec.Topic, Partition: rec.Partition, At: rec.Offset + 1})
+		if r.cfg.RepartitionByTopic(rec.Topic) != nil && rec.Offset > 0 {
+			offsets.Add(kadm.Offset{Topic: rec.Topic, Partition: rec.Partition, At: rec.Offset})
 		}
 	}
 	if len(offsets) == 0 || !r.purging.TryLock() {
@@ -279,7 +299,7 @@ func (r *Runtime) purge(committed []*kgo.Record) {
 			err = resp.Error()
 		}
 		if err != nil {
-			r.log.Warn("purging repartition topics failed", "error", err)
+			r.log.Warn("purging repartition topics failed; the next commit purges them", "offsets", offsets, "error", err)
 			return
 		}
 		resp.Each(func(d kadm.DeleteRecordsResponse) {

@@ -56,8 +56,13 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
 
-// revocationTimeout bounds the commit of a revocation: the group's rebalance timeout is 60 s.
-const revocationTimeout = 45 * time.Second
+// revocationTimeout bounds the commit of a revocation. With BlockRebalanceOnPoll a revocation
+// may first wait for the loop's own commit (commitTimeout): the two stay within the group's
+// rebalance timeout (rebalanceTimeout).
+const revocationTimeout = 25 * time.Second
+
+// rebalanceTimeout is how long the group waits for its members to rejoin in a rebalance.
+const rebalanceTimeout = commitTimeout + revocationTimeout + 5*time.Second
 
 // onLost closes the tasks of partitions that the group took away without a revocation (a
 // session timeout, a fencing): committing is not possible any more. Their uncommitted writes
@@ -108,9 +113,15 @@ func (r *Runtime) beginRevocation() {
 	r.wakeMu.Unlock()
 }
 
+// endRevocation lets the loop restore again, at once: a restore it skipped or that was
+// cancelled may still have tasks waiting.
 func (r *Runtime) endRevocation() {
 	r.wakeMu.Lock()
 	r.revoking--
+	r.wake = true
+	if r.pollCancel != nil {
+		r.pollCancel()
+	}
 	r.wakeMu.Unlock()
 }
 
@@ -199,15 +210,6 @@ func (r *Runtime) syncPauses() {
 	if len(resume) > 0 {
 		r.consumer.ResumeFetchPartitions(resume)
 	}
-}
-
-// cancelRestore stops a restore in progress, if any.
-func (r *Runtime) cancelRestore() {
-	r.wakeMu.Lock()
-	if r.restoreCancel != nil {
-		r.restoreCancel()
-	}
-	r.wakeMu.Unlock()
 }
 
 // setFatal records the first error that must stop the runtime; the loop returns it.

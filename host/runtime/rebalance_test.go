@@ -193,6 +193,7 @@ type startCounter struct {
 	mu     sync.Mutex
 	starts map[string][]int64 // "store/partition" -> start offsets
 	ends   int
+	gate   chan struct{} // when not nil, restored batches wait until it is closed
 }
 
 func (s *startCounter) OnRestoreStart(e restore.StartEvent) {
@@ -201,7 +202,11 @@ func (s *startCounter) OnRestoreStart(e restore.StartEvent) {
 	k := fmt.Sprintf("%s/%d", e.Store, e.Partition)
 	s.starts[k] = append(s.starts[k], e.StartOffset)
 }
-func (s *startCounter) OnBatchRestored(restore.BatchEvent) {}
+func (s *startCounter) OnBatchRestored(restore.BatchEvent) {
+	if s.gate != nil {
+		<-s.gate
+	}
+}
 func (s *startCounter) OnRestoreEnd(restore.EndEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -255,7 +260,9 @@ processor "count" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := &startCounter{starts: map[string][]int64{}}
+	// The restore is held after its first batch until the other member has joined, so the
+	// rebalance always meets it.
+	sc := &startCounter{starts: map[string][]int64{}, gate: make(chan struct{})}
 	rt, err := New(context.Background(), Options{Config: loadConfig(t, t.TempDir(), src), Brokers: brokers,
 		RestoreListener: sc, SessionTimeout: 6 * time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "first", Level: hclog.Info, Output: testWriter{t}})})
@@ -276,6 +283,15 @@ processor "count" {
 	doneB := make(chan error, 1)
 	go func() { doneB <- rtB.Run(ctxB) }()
 	defer func() { cancelB(); <-doneB; rtB.Close() }()
+	waitFor(t, 30*time.Second, "the second member to join", func() bool {
+		resp, err := adm.DescribeGroups(context.Background(), "churn")
+		if err != nil {
+			return false
+		}
+		g := resp["churn"]
+		return len(g.Members) == 2 && g.State == "Stable"
+	})
+	close(sc.gate)
 	waitFor(t, 60*time.Second, "the restore to finish", func() bool {
 		sc.mu.Lock()
 		defer sc.mu.Unlock()

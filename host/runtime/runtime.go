@@ -314,6 +314,7 @@ func (r *Runtime) newConsumer() error {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(r.opts.SessionTimeout),
+		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsAssigned(r.onAssigned),

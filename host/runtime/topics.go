@@ -24,11 +24,13 @@ var RepartitionTopicConfigs = map[string]string{
 	"retention.ms":   "-1",
 }
 
-// setupTopics creates the topics the configuration declares and checks the topology against
-// the broker: every input exists, the inputs of a processor are co-partitioned, declared
-// partition counts match existing topics. Output topics that do not exist are created with
-// the partition count of the processor that writes them. Changelog topics come last, with the
-// partition count of their processor.
+// setupTopics checks the topology against the broker, then creates the topics the
+// configuration declares. Checks first, so that a configuration with a problem creates
+// nothing: every input exists or has a block, the inputs of a processor are co-partitioned,
+// declared partition counts match existing topics. Then the topic and repartition blocks'
+// missing topics are created, output topics that do not exist with the partition count of the
+// processor that writes them, and the changelogs with their processor's count. A topic the
+// broker refuses to create (a bad config value) is a diagnostic on its block.
 func (r *Runtime) setupTopics(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -42,42 +44,32 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			Detail: fmt.Sprintf(detail, args...), Subject: &rng})
 	}
 
-	// Declared topics: create the missing ones, check the others' partition counts.
+	// The partition count of every topic once the declared ones exist.
+	planned := maps.Clone(parts)
 	for _, t := range r.cfg.Topics {
-		n, ok := parts[t.Name]
-		switch {
-		case !ok:
-			if err := r.createTopic(ctx, t.Name, t.Partitions, t.Configs); err != nil {
-				return err
-			}
-			parts[t.Name] = t.Partitions
-		case n != t.Partitions:
+		if n, ok := parts[t.Name]; ok && n != t.Partitions {
 			diag(t.PartitionsRange, "Partition count mismatch",
 				"Topic %q exists on the broker with %d partitions, but its topic block says %d. Statehost does not change the partitions of an existing topic: fix the block, or recreate the topic.",
 				t.Name, n, t.Partitions)
+		} else if !ok {
+			planned[t.Name] = t.Partitions
 		}
 	}
 	for _, rp := range r.cfg.Repartitions {
-		n, ok := parts[rp.Topic]
-		switch {
-		case !ok:
-			if err := r.createTopic(ctx, rp.Topic, rp.Partitions, RepartitionTopicConfigs); err != nil {
-				return err
-			}
-			parts[rp.Topic] = rp.Partitions
-		case n != rp.Partitions:
+		if n, ok := parts[rp.Topic]; ok && n != rp.Partitions {
 			diag(rp.PartitionsRange, "Partition count mismatch",
 				"Repartition topic %q exists on the broker with %d partitions, but the repartition block says %d. Delete the internal topic (its records are transient) or fix the block.",
 				rp.Topic, n, rp.Partitions)
+		} else if !ok {
+			planned[rp.Topic] = rp.Partitions
 		}
 	}
-
 	// Inputs: they must exist, and the inputs of one processor must be co-partitioned.
 	for _, p := range r.procs {
 		pc := p.cfg
 		counts := make(map[int32][]string)
 		for i, in := range pc.Inputs {
-			n, ok := parts[in]
+			n, ok := planned[in]
 			if !ok {
 				diag(pc.InputRanges[i], "Unknown input topic",
 					"Processor %q reads topic %q, which neither exists on the broker (%s) nor has a topic block. Create the topic, or declare it with a topic block so that statehost creates it.",
@@ -101,17 +93,35 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
 	}
 
-	// Outputs: create the missing ones like their writer's inputs.
+	// Create the declared topics, then the missing outputs.
+	refused := func(rng hcl.Range, what, name string, err error) {
+		diag(rng, "Topic not created", "The broker refused to create %s %q: %v.", what, name, err)
+	}
+	for _, t := range r.cfg.Topics {
+		if _, ok := parts[t.Name]; !ok {
+			if err := r.createTopic(ctx, t.Name, t.Partitions, t.Configs); err != nil {
+				refused(t.DeclRange, "topic", t.Name, err)
+			}
+		}
+	}
+	for _, rp := range r.cfg.Repartitions {
+		if _, ok := parts[rp.Topic]; !ok {
+			if err := r.createTopic(ctx, rp.Topic, rp.Partitions, RepartitionTopicConfigs); err != nil {
+				refused(rp.DeclRange, "repartition topic", rp.Topic, err)
+			}
+		}
+	}
 	for _, p := range r.procs {
-		for _, out := range p.cfg.Outputs {
-			if n, ok := parts[out]; ok {
+		for i, out := range p.cfg.Outputs {
+			if n, ok := planned[out]; ok {
 				r.outParts[out] = n
 				continue
 			}
 			if err := r.createTopic(ctx, out, p.partitions, nil); err != nil {
-				return err
+				refused(p.cfg.OutputRanges[i], "output topic", out, err)
+				continue
 			}
-			parts[out] = p.partitions
+			planned[out] = p.partitions
 			r.outParts[out] = p.partitions
 		}
 	}
@@ -122,23 +132,28 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 		return fmt.Errorf("runtime: %w", err)
 	}
 	for _, p := range r.procs {
-		specs := changelog.TopicSpecs(p.stores)
-		if len(specs) == 0 {
-			continue
-		}
-		if err := tm.Ensure(ctx, p.partitions, specs); err != nil {
-			var pm *changelog.PartitionMismatchError
-			if errors.As(err, &pm) {
-				for _, sc := range p.cfg.Stores {
-					if changelog.TopicName(r.cfg.ApplicationID, sc.Name) == pm.Topic {
-						diag(sc.DeclRange, "Changelog partition mismatch",
-							"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
-							sc.Name, err)
-					}
-				}
-				continue // report the mismatches of the other processors too
+		for _, spec := range changelog.TopicSpecs(p.stores) {
+			err := tm.Ensure(ctx, p.partitions, []changelog.TopicSpec{spec})
+			if err == nil {
+				continue
 			}
-			return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
+			rng := p.cfg.DeclRange
+			for _, sc := range p.cfg.Stores {
+				if sc.Name == spec.Store {
+					rng = sc.DeclRange
+				}
+			}
+			var pm *changelog.PartitionMismatchError
+			switch {
+			case errors.As(err, &pm):
+				diag(rng, "Changelog partition mismatch",
+					"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
+					spec.Store, err)
+			case ctx.Err() != nil:
+				return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
+			default:
+				refused(rng, "the changelog topic", changelog.TopicName(r.cfg.ApplicationID, spec.Store), err)
+			}
 		}
 	}
 	if diags.HasErrors() {
