@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
@@ -320,71 +320,16 @@ func topicEnds(t *testing.T, addr, topic string) map[int32]int64 {
 	return out
 }
 
-// latest reads topic from the start to its current end and returns the last value per key
-// (a tombstone removes the key) and the number of records read.
+// latest reads topic to its current end: see topictest.Latest.
 func latest(t *testing.T, addr, topic string) (map[string]string, int) {
 	t.Helper()
-	want := map[int32]int64{}
-	for p, end := range topicEnds(t, addr, topic) {
-		if end > 0 {
-			want[p] = end
-		}
-	}
-	out := map[string]string{}
-	if len(want) == 0 {
-		return out, 0
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cl := newKafkaClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	defer cl.Close()
-	n := 0
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v (still waiting for %v)", topic, ctx.Err(), want)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; !ok || r.Offset >= end {
-				return // beyond the end listed at the start
-			}
-			n++
-			if r.Value == nil {
-				delete(out, string(r.Key))
-			} else {
-				out[string(r.Key)] = string(r.Value)
-			}
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out, n
+	return topictest.Latest(t, []string{addr}, topic)
 }
 
 // waitCounts waits until the latest values of topic equal want.
 func waitCounts(t *testing.T, addr, topic string, want map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		got, _ := latest(t, addr, topic)
-		if maps.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			diff := 0
-			for k, v := range want {
-				if got[k] != v {
-					if diff < 5 {
-						t.Errorf("%s: %q = %q, want %q", topic, k, got[k], v)
-					}
-					diff++
-				}
-			}
-			t.Fatalf("%s: %d of %d keys differ (got %d keys)", topic, diff, len(want), len(got))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	topictest.WaitLatest(t, []string{addr}, topic, want, 90*time.Second)
 }
 
 // waitCommitted waits until the group's committed offsets equal the end offsets of the

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 	"github.com/statehost/statehost/restore"
 )
@@ -209,52 +210,10 @@ func produceKeyed(t testing.TB, cl *kgo.Client, topic string, keys []string) {
 	}
 }
 
-// latest reads topic from the start to its current end and returns the last value per key
-// ("" for a tombstone, which removes the key), and the number of records read.
+// latest reads topic to its current end: see topictest.Latest.
 func latest(t testing.TB, brokers []string, topic string) (map[string]string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, adm := client(t, brokers)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	out := map[string]string{}
-	n := 0
-	if len(want) == 0 {
-		return out, 0
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v (still waiting for %v)", topic, ctx.Err(), want)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			if r.Value == nil {
-				delete(out, string(r.Key))
-			} else {
-				out[string(r.Key)] = string(r.Value)
-			}
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out, n
+	return topictest.Latest(t, brokers, topic)
 }
 
 // waitFor polls cond until it is true or the deadline passes.

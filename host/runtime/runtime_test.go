@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 )
 
@@ -50,27 +51,7 @@ processor "count" {
 // waitCounts waits until the output topic's latest counts equal want.
 func waitCounts(t testing.TB, brokers []string, topic string, want map[string]string) {
 	t.Helper()
-	var got map[string]string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got, _ = latest(t, brokers, topic)
-		if maps.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			diff := 0
-			for k, v := range want {
-				if got[k] != v {
-					if diff < 5 {
-						t.Errorf("%s: %q = %q, want %q", topic, k, got[k], v)
-					}
-					diff++
-				}
-			}
-			t.Fatalf("%s: %d of %d keys differ (got %d keys)", topic, diff, len(want), len(got))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	topictest.WaitLatest(t, brokers, topic, want, 60*time.Second)
 }
 
 // TestWordCount runs the two-processor word count, checks the counts in the output topic and
