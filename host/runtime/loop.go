@@ -38,7 +38,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 		if err = r.restorePending(ctx); err != nil {
 			break
 		}
-		fetches := r.poll(ctx, time.Until(nextCommit))
+		wait := time.Until(nextCommit)
+		if !r.restoreRetryAt.IsZero() {
+			wait = min(wait, time.Until(r.restoreRetryAt)) // tasks wait to be restored
+		}
+		fetches := r.poll(ctx, wait)
 		// A stop request does not interrupt a batch or a commit that has begun: the batch
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(work, fetches)
@@ -101,7 +105,7 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	work := make(map[*task][]*kgo.Record)
+	work := make(map[*task][][]*kgo.Record) // per task, one list per input partition
 	var order []*task
 	var missing error
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -121,15 +125,41 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 			if _, ok := work[t]; !ok {
 				order = append(order, t)
 			}
-			work[t] = append(work[t], fp.Records...)
+			work[t] = append(work[t], fp.Records)
 		}
 	})
 	if missing != nil {
 		return missing
 	}
 	return r.forEachTask(order, func(t *task) error {
-		return t.process(ctx, work[t])
+		return t.process(ctx, mergeByTimestamp(work[t]))
 	})
+}
+
+// mergeByTimestamp merges the records of a task's input partitions into one batch: each
+// partition's records stay in offset order, and across partitions the record with the
+// smallest timestamp goes first, as Kafka Streams picks the next record of a task with
+// several inputs.
+func mergeByTimestamp(lists [][]*kgo.Record) []*kgo.Record {
+	if len(lists) == 1 {
+		return lists[0]
+	}
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]*kgo.Record, 0, n)
+	for len(out) < n {
+		best := -1
+		for i, l := range lists {
+			if len(l) > 0 && (best < 0 || l[0].Timestamp.Before(lists[best][0].Timestamp)) {
+				best = i
+			}
+		}
+		out = append(out, lists[best][0])
+		lists[best] = lists[best][1:]
+	}
+	return out
 }
 
 // forEachTask runs fn on the tasks with at most Options.Workers at a time and returns the
@@ -320,6 +350,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	if time.Now().Before(r.restoreRetryAt) {
 		return nil
 	}
+	r.restoreRetryAt = time.Time{}
 	var pending []*task
 	for _, t := range r.tasks {
 		if t.state == stateAssigned {
@@ -342,6 +373,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 						r.log.Info("task waits for the records of its previous run to land", "processor", t.id.proc, "partition", t.id.part)
 						t.waitLogged = true
 					}
+					r.restoreRetryAt = time.Now().Add(100 * time.Millisecond)
 					continue
 				}
 				return err

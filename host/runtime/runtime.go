@@ -138,7 +138,7 @@ type Runtime struct {
 	paused   map[topicPartition]bool
 	closing  bool
 
-	restoreRetryAt time.Time // after a retriable restore error, the next attempt (guarded by mu)
+	restoreRetryAt time.Time // when tasks wait to be restored again (after a retriable error); zero: none
 
 	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
 	wakeMu        sync.Mutex
