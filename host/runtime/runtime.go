@@ -209,24 +209,50 @@ func StateDir(cfg *config.Config) string {
 	return filepath.Join(cfg.StateDir, cfg.ApplicationID)
 }
 
-// compile compiles every processor's module; each failure is a diagnostic on its module
-// attribute.
+// compile compiles the processors' modules, each file once and in parallel (compiling is
+// the slow part of a start without a warm cache); each failure is a diagnostic on the module
+// attribute of every processor that uses the file.
 func (r *Runtime) compile(ctx context.Context) error {
+	type result struct {
+		mod *engine.Module
+		err error
+	}
+	results := make(map[string]*result)
+	var (
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, r.opts.Workers)
+	)
+	for _, pc := range r.cfg.Processors {
+		if results[pc.Module] != nil {
+			continue
+		}
+		res := &result{}
+		results[pc.Module] = res
+		wg.Add(1)
+		go func(path string) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res.mod, res.err = r.eng.CompileFile(ctx, path)
+		}(pc.Module)
+	}
+	wg.Wait()
+
 	var diags hcl.Diagnostics
 	for i := range r.cfg.Processors {
 		pc := &r.cfg.Processors[i]
-		mod, err := r.eng.CompileFile(ctx, pc.Module)
-		if err != nil {
+		res := results[pc.Module]
+		if res.err != nil {
 			rng := pc.ModuleRange
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid module",
-				Detail:   fmt.Sprintf("Processor %q: module %s is not a valid statehost module: %v", pc.Name, pc.Module, err),
+				Detail:   fmt.Sprintf("Processor %q: module %s is not a valid statehost module: %v", pc.Name, pc.Module, res.err),
 				Subject:  &rng,
 			})
 			continue
 		}
-		p := &processor{cfg: pc, mod: mod}
+		p := &processor{cfg: pc, mod: res.mod}
 		for _, sc := range pc.Stores {
 			backend, err := store.ParseBackend(sc.Backend)
 			if err != nil {
@@ -244,7 +270,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 		for _, in := range pc.Inputs {
 			r.readers[in] = append(r.readers[in], p)
 		}
-		r.log.Info("module loaded", "processor", pc.Name, "module", pc.Module, "hash", mod.Hash())
+		r.log.Info("module loaded", "processor", pc.Name, "module", pc.Module, "hash", res.mod.Hash())
 	}
 	if diags.HasErrors() {
 		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
