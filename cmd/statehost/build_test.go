@@ -26,7 +26,7 @@ func checkWasm(t *testing.T, path string) {
 func TestBuildGo(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "tok.wasm")
 	// The output flag after the directory.
-	r := runCLI(testContext(t), "", "build", "../../plugins/tokenize", "-o", out)
+	r := runCLI(t.Context(), "", "build", "../../plugins/tokenize", "-o", out)
 	if r.code != 0 || r.stdout != "built "+out+"\n" {
 		t.Fatalf("build: %v", r)
 	}
@@ -49,7 +49,7 @@ func TestBuildDefaultOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := runCLI(testContext(t), "", "build", dir)
+	r := runCLI(t.Context(), "", "build", dir)
 	want := filepath.Join(dir, "tiny.wasm")
 	if r.code != 0 || r.stdout != "built "+want+"\n" {
 		t.Fatalf("build: %v", r)
@@ -59,7 +59,7 @@ func TestBuildDefaultOutput(t *testing.T) {
 
 func TestBuildC(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "count_c.wasm")
-	r := runCLI(testContext(t), "", "build", "--o", out, "../../plugins/count_c")
+	r := runCLI(t.Context(), "", "build", "--o", out, "../../plugins/count_c")
 	if !wasmbuild.HaveClang() {
 		if r.code != 1 || !strings.Contains(r.stderr, "needs clang") {
 			t.Fatalf("build of a C plugin without clang: %v", r)
@@ -74,11 +74,11 @@ func TestBuildC(t *testing.T) {
 
 func TestBuildNothingToBuild(t *testing.T) {
 	dir := t.TempDir()
-	r := runCLI(testContext(t), "", "build", dir)
+	r := runCLI(t.Context(), "", "build", dir)
 	if r.code != 1 || !strings.Contains(r.stderr, "no Go files and no "+filepath.Base(dir)+".c") {
 		t.Errorf("build of an empty dir: %v", r)
 	}
-	r = runCLI(testContext(t), "", "build", filepath.Join(dir, "missing"))
+	r = runCLI(t.Context(), "", "build", filepath.Join(dir, "missing"))
 	if r.code != 1 || !strings.Contains(r.stderr, "missing") {
 		t.Errorf("build of a missing dir: %v", r)
 	}
