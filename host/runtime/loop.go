@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -442,16 +444,7 @@ func (r *Runtime) shutdown(cause error) error {
 	if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
 		cause = err
 	}
-	for id, t := range r.tasks {
-		if t.failed {
-			r.log.Error("closing the failed task without committing its last records", "processor", id.proc, "partition", id.part)
-		}
-		if err := t.close(); err != nil {
-			r.log.Warn("closing task", "processor", id.proc, "partition", id.part, "error", err)
-		}
-		delete(r.tasks, id)
-		r.status.remove(id)
-	}
+	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
 	r.mu.Unlock()
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
 	// task.

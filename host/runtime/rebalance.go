@@ -144,13 +144,22 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 			gone = append(gone, t)
 		}
 	}
-	_ = r.forEachTask(gone, func(t *task) error {
+	r.closeTasks(gone)
+}
+
+// closeTasks closes tasks in parallel, dropping their uncommitted writes, and forgets them.
+// The caller holds r.mu.
+func (r *Runtime) closeTasks(tasks []*task) {
+	_ = r.forEachTask(tasks, func(t *task) error {
+		if t.failed {
+			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
+		}
 		if err := t.close(); err != nil {
 			r.log.Warn("closing task", "processor", t.id.proc, "partition", t.id.part, "error", err)
 		}
 		return nil
 	})
-	for _, t := range gone {
+	for _, t := range tasks {
 		delete(r.tasks, t.id)
 		r.status.remove(t.id)
 		r.log.Info("task closed", "processor", t.id.proc, "partition", t.id.part)
