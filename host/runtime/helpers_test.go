@@ -175,10 +175,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// client returns a producing and admin client of brokers.
-func client(t testing.TB, brokers []string) (*kgo.Client, *kadm.Client) {
+// client returns a producing and admin client of brokers, with opts; closed by t's cleanup.
+func client(t testing.TB, brokers []string, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

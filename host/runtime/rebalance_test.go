@@ -153,11 +153,7 @@ processor "join" {
 		}
 		return len(owners) == 2 && owners["join_0"] == 1 && owners["join_1"] == 1
 	}
-	mcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mcl.Close()
+	mcl, _ := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	// Each round reads key kN once from a-N and once from b-N: one store counts both.
 	round := func(phase string, want int) {
 		t.Helper()
@@ -238,15 +234,11 @@ processor "count" {
 `
 	// A changelog of 400k records for partition 0 (the only partition: the group keeps it on
 	// the first member).
-	adm := kadm.NewClient(func() *kgo.Client { c, _ := client(t, brokers); return c }())
+	_, adm := client(t, brokers)
 	if _, err := adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "churn-counts-changelog"); err != nil {
 		t.Fatal(err)
 	}
-	mcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mcl.Close()
+	mcl, _ := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(1<<20))
 	var recs []*kgo.Record
 	for i := range 400000 {
 		recs = append(recs, &kgo.Record{Topic: "churn-counts-changelog", Key: []byte(strconv.Itoa(i)), Value: []byte("1")})

@@ -397,11 +397,7 @@ processor "probe" {
 	produceKeyed(t, cl, "words", []string{"a", "b", "a"})
 	waitCounts(t, brokers, "counts", map[string]string{"a": "2", "b": "1"})
 	ctx := context.Background()
-	manual, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer manual.Close()
+	manual, _ := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := manual.ProduceSync(ctx, &kgo.Record{Topic: "cmds", Partition: 1, Value: []byte("log fine")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +411,7 @@ processor "probe" {
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	select {
 	case err = <-in.done:
 	case <-time.After(60 * time.Second):
