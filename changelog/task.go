@@ -185,16 +185,45 @@ func (t *Task) NeedsCommit() bool { return t.st.NeedsCommit() }
 // commitOffsets returns an *OffsetCommitError; the state is applied and the
 // task stays usable. A failure to export the file is logged, not returned:
 // the authoritative checkpoint is in the store.
+//
+// Exactly-once splits the same steps around a Kafka transaction: Prepare
+// (1-2), then the transaction commits, then Apply (3-4).
 func (t *Task) Commit(ctx context.Context, commitOffsets func(context.Context) error) error {
-	if err := t.check(); err != nil {
+	p, err := t.Prepare(ctx)
+	if err != nil {
 		return err
 	}
+	if err := t.Apply(p); err != nil {
+		return err
+	}
+	if commitOffsets != nil {
+		if err := commitOffsets(ctx); err != nil {
+			return &OffsetCommitError{Err: err}
+		}
+	}
+	return nil
+}
+
+// Prepared is a task's commit whose records are all acknowledged, waiting to be applied to
+// its stores.
+type Prepared struct {
+	checkpoints map[string]int64 // store -> offset of its last acknowledged changelog record
+}
+
+// Prepare runs steps 1 and 2 of Commit: the coalesced writes go down to the changelog and
+// every record produced so far is acknowledged. Under exactly-once the records are then part
+// of the producer's open transaction; Apply them only once it has committed, and close the
+// task instead when it aborts. A failure fails the task (ErrTaskFailed).
+func (t *Task) Prepare(ctx context.Context) (Prepared, error) {
+	if err := t.check(); err != nil {
+		return Prepared{}, err
+	}
 	if err := t.st.Flush(); err != nil {
-		return t.fail(err)
+		return Prepared{}, t.fail(err)
 	}
 	acked, err := t.tr.wait(ctx)
 	if err != nil {
-		return t.fail(err)
+		return Prepared{}, t.fail(err)
 	}
 	cps := make(map[string]int64)
 	for _, ls := range t.logged {
@@ -202,16 +231,21 @@ func (t *Task) Commit(ctx context.Context, commitOffsets func(context.Context) e
 			cps[ls.Store] = o
 		}
 	}
-	if err := t.st.Apply(cps); err != nil {
+	return Prepared{checkpoints: cps}, nil
+}
+
+// Apply runs steps 3 and 4 of Commit with what Prepare returned: the task's write batch and
+// its checkpoints are applied in one atomic Pebble batch, then the .checkpoint file is
+// exported. The task must not have written since Prepare. A failure fails the task.
+func (t *Task) Apply(p Prepared) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.st.Apply(p.checkpoints); err != nil {
 		return t.fail(err)
 	}
 	if err := t.ExportCheckpoints(); err != nil {
 		t.log.Warn("could not export the checkpoint file", "error", err)
-	}
-	if commitOffsets != nil {
-		if err := commitOffsets(ctx); err != nil {
-			return &OffsetCommitError{Err: err}
-		}
 	}
 	return nil
 }

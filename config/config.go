@@ -18,7 +18,8 @@ type Guarantee string
 const (
 	// AtLeastOnce: state is never lost; a record may be applied twice after a crash.
 	AtLeastOnce Guarantee = "at_least_once"
-	// ExactlyOnce is not supported yet: it arrives with its own issue.
+	// ExactlyOnce commits the changelog records, the output records and the input offsets of
+	// a commit in one Kafka transaction, and applies the stores after it commits.
 	ExactlyOnce Guarantee = "exactly_once"
 )
 
@@ -37,6 +38,7 @@ type Config struct {
 	StateDir       string // absolute
 	Guarantee      Guarantee
 	CommitInterval time.Duration
+	SessionTimeout time.Duration
 	Kafka          Kafka
 	EmbeddedBroker EmbeddedBroker
 	Admin          Admin

@@ -227,6 +227,7 @@ processor "count" {
 		StateDir:       filepath.Join(dir, "state"),
 		Guarantee:      config.AtLeastOnce,
 		CommitInterval: 30 * time.Second,
+		SessionTimeout: 10 * time.Second,
 		EmbeddedBroker: config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},
 		Admin:          config.Admin{Listen: "127.0.0.1:9464"},
 		Processors: []config.Processor{{
@@ -246,6 +247,35 @@ processor "count" {
 	}
 	if c.Kafka.Range != (hcl.Range{}) {
 		t.Errorf("Kafka.Range = %v without a kafka block, want zero", c.Kafka.Range)
+	}
+}
+
+// TestExactlyOnceDefaults: exactly_once commits every 100ms unless commit_interval says
+// otherwise, as Kafka Streams does.
+func TestExactlyOnceDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		extra string
+		want  time.Duration
+	}{
+		{"", 100 * time.Millisecond},
+		{`commit_interval = "2s"`, 2 * time.Second},
+	} {
+		_, path := writeConfig(t, `
+application_id       = "app"
+processing_guarantee = "exactly_once"
+session_timeout      = "3s"
+`+tc.extra+`
+processor "count" {
+  module = "plugins/count/count.wasm"
+  inputs = ["in"]
+}
+`)
+		c, diags := config.Load(path, config.Options{})
+		noDiagnostics(t, c.Files, diags)
+		if c.Guarantee != config.ExactlyOnce || c.CommitInterval != tc.want || c.SessionTimeout != 3*time.Second {
+			t.Errorf("%q: guarantee %q, commit_interval %v, session_timeout %v; want exactly_once, %v, 3s",
+				tc.extra, c.Guarantee, c.CommitInterval, c.SessionTimeout, tc.want)
+		}
 	}
 }
 

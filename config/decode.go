@@ -14,12 +14,14 @@ import (
 
 // Defaults of the attributes that have one.
 const (
-	defaultStateDir       = "state"
-	defaultCommitInterval = 30 * time.Second // Kafka Streams' default for at-least-once
-	defaultBrokerListen   = "127.0.0.1:9092"
-	defaultAdminListen    = "127.0.0.1:9464"
-	defaultStoreType      = "keyvalue"
-	defaultBackend        = "pebble"
+	defaultStateDir          = "state"
+	defaultCommitInterval    = 30 * time.Second       // Kafka Streams' default for at-least-once
+	defaultEOSCommitInterval = 100 * time.Millisecond // and for exactly-once
+	defaultSessionTimeout    = 10 * time.Second
+	defaultBrokerListen      = "127.0.0.1:9092"
+	defaultAdminListen       = "127.0.0.1:9464"
+	defaultStoreType         = "keyvalue"
+	defaultBackend           = "pebble"
 )
 
 // The raw structs mirror the file. Every attribute is an hcl.Expression so that the decoder
@@ -31,6 +33,7 @@ type rawFile struct {
 	StateDir            hcl.Expression     `hcl:"state_dir,optional"`
 	ProcessingGuarantee hcl.Expression     `hcl:"processing_guarantee,optional"`
 	CommitInterval      hcl.Expression     `hcl:"commit_interval,optional"`
+	SessionTimeout      hcl.Expression     `hcl:"session_timeout,optional"`
 	Kafka               *rawKafka          `hcl:"kafka,block"`
 	EmbeddedBroker      *rawEmbeddedBroker `hcl:"embedded_broker,block"`
 	Admin               *rawAdmin          `hcl:"admin,block"`
@@ -127,15 +130,18 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	if s, ok := d.str(raw.ProcessingGuarantee, "processing_guarantee"); ok {
 		c.Guarantee = Guarantee(s)
 		switch c.Guarantee {
-		case AtLeastOnce:
-		case ExactlyOnce:
-			d.errorf(raw.ProcessingGuarantee.Range(), "Unsupported processing guarantee", "The processing guarantee %q is not supported yet: it arrives with its own issue. Use %q.", ExactlyOnce, AtLeastOnce)
+		case AtLeastOnce, ExactlyOnce:
 		default:
-			d.errorf(raw.ProcessingGuarantee.Range(), "Invalid processing guarantee", "The processing guarantee %q is not one of the valid values: %q (the default) or %q (not supported yet).", s, AtLeastOnce, ExactlyOnce)
+			d.errorf(raw.ProcessingGuarantee.Range(), "Invalid processing guarantee", "The processing guarantee %q is not one of the valid values: %q (the default) or %q.", s, AtLeastOnce, ExactlyOnce)
 		}
 	}
 
-	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", defaultCommitInterval)
+	commitDefault := defaultCommitInterval
+	if c.Guarantee == ExactlyOnce {
+		commitDefault = defaultEOSCommitInterval
+	}
+	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", commitDefault)
+	c.SessionTimeout = d.duration(raw.SessionTimeout, "session_timeout", defaultSessionTimeout)
 
 	d.decodeKafka(raw.Kafka, c)
 	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)

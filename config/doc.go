@@ -14,9 +14,13 @@
 //	application_id       = "wordcount"      # required; [a-zA-Z0-9._-], 1 to 200 characters:
 //	                                        # it prefixes topic names and is the consumer group id
 //	state_dir            = "state"          # default "state"
-//	processing_guarantee = "at_least_once"  # default "at_least_once"; "exactly_once" is not
-//	                                        # supported yet (it arrives with its own issue)
-//	commit_interval      = "1s"             # a Go duration (time.ParseDuration), > 0; default "30s"
+//	processing_guarantee = "at_least_once"  # default "at_least_once", or "exactly_once"
+//	commit_interval      = "1s"             # a Go duration (time.ParseDuration), > 0; default "30s",
+//	                                        # "100ms" with exactly_once
+//	session_timeout      = "10s"            # default "10s": how long the consumer group waits for
+//	                                        # an instance that stopped heartbeating (a killed
+//	                                        # process) before its tasks move; within the broker's
+//	                                        # group.min/max.session.timeout.ms
 //
 //	kafka {                                 # optional
 //	  brokers = ["127.0.0.1:9092"]          # "host:port" each; omitted or empty: an embedded

@@ -16,8 +16,9 @@ import (
 
 // TestOpenTransactionIsNotCorruption leaves a transaction of another producer open on the
 // changelog, which holds the last stable offset below records the store has applied, and
-// checks that a read_committed restore sees an up-to-date store, not a corrupt one: nothing
-// is wiped, nothing is lost.
+// checks that a read_committed restore waits for it to end (the broker aborts it after its
+// timeout), then sees an up-to-date store, not a corrupt one: nothing is wiped, nothing is
+// lost.
 func TestOpenTransactionIsNotCorruption(t *testing.T) {
 	e := newEnv(t)
 	topic := changelog.TopicName(app, "kv")
@@ -28,7 +29,8 @@ func TestOpenTransactionIsNotCorruption(t *testing.T) {
 	if err := task.Commit(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	zombie := e.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("zombie"))
+	const txnTimeout = 1500 * time.Millisecond
+	zombie := e.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("zombie"), kgo.TransactionTimeout(txnTimeout))
 	if err := zombie.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +52,9 @@ func TestOpenTransactionIsNotCorruption(t *testing.T) {
 	if err := r.Restore(timeout(t), task); err != nil {
 		t.Fatal(err)
 	}
+	if lso := e.lastStable(t, topic, 0); lso < 13 {
+		t.Fatalf("restore ended while the zombie's transaction was open (last stable offset %d)", lso)
+	}
 	if len(rec.discarded) != 0 {
 		t.Fatalf("checkpoint discarded: %v", rec.discarded[0])
 	}
@@ -58,6 +63,45 @@ func TestOpenTransactionIsNotCorruption(t *testing.T) {
 	}
 	if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, expectKeys(0, 11)) {
 		t.Fatalf("state after restore: %v", got)
+	}
+}
+
+// TestRestoreWaitsForOpenTransaction: a previous owner's transaction is open on the
+// changelog when the restore begins, and commits while it runs (its input offsets were
+// committed in it before the owner lost the task). The restore must include its records: an
+// end at the last stable offset seen at the start would lose them for good.
+func TestRestoreWaitsForOpenTransaction(t *testing.T) {
+	e := newEnv(t)
+	topic := changelog.TopicName(app, "kv")
+	task := e.task(t, 0, kv) // creates the changelog
+	e.produce(t, topic, 0, 0, 5, 5)
+	prev := e.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("previous-owner"))
+	if err := prev.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 8; i++ {
+		r := &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "key%06d", i), Value: fmt.Appendf(nil, "val%06d", i)}
+		if err := prev.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &recorder{}
+	r := e.restorer(t, rec, Settings{ReadCommitted: true}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	done := make(chan error, 1)
+	go func() { done <- r.Restore(timeout(t), task) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the restore ended (%v) while a transaction was open on the changelog", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := prev.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, expectKeys(0, 8)) {
+		t.Fatalf("state after restore: %v, want the 5 records and the 3 of the committed transaction", got)
 	}
 }
 

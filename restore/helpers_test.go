@@ -210,3 +210,17 @@ func timeout(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// lastStable returns the last stable offset of a partition.
+func (e *env) lastStable(t testing.TB, topic string, partition int32) int64 {
+	t.Helper()
+	lsos, err := e.adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := lsos.Lookup(topic, partition)
+	if !ok || o.Err != nil {
+		t.Fatalf("last stable offset of %s/%d: %v", topic, partition, o.Err)
+	}
+	return o.Offset
+}

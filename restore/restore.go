@@ -27,7 +27,7 @@ const MaxFetchMaxWait = time.Second
 
 // Settings configure a Restorer.
 type Settings struct {
-	// ReadCommitted reads changelogs read_committed (for exactly-once): the end offset is the last stable offset and aborted records are skipped. The client must then be built with kgo.FetchIsolationLevel(kgo.ReadCommitted()). Default false: read_uncommitted, the end offset is the high watermark.
+	// ReadCommitted reads changelogs read_committed (for exactly-once): aborted records are skipped, and the restore ends at the last stable offset once the transactions open on the changelog at its start have ended (a previous owner's transaction may still commit). The client must then be built with kgo.FetchIsolationLevel(kgo.ReadCommitted()). Default false: read_uncommitted, the end offset is the high watermark.
 	ReadCommitted bool
 	// Listener receives start, batch and end events (and CheckpointListener events if it implements it). Default none; events are logged either way.
 	Listener Listener
@@ -311,7 +311,8 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		return fmt.Errorf("restore: list start offsets: %w", err)
 	}
 	// The high watermarks judge checkpoints; the restore ends at the last
-	// stable offset under read_committed. A transaction left open by another
+	// stable offset under read_committed, once the transactions open at the
+	// start have ended (waitStable). A transaction left open by another
 	// producer holds the last stable offset below records that a store may
 	// already have applied: that store is up to date, not corrupt.
 	hws, err := r.adm.ListEndOffsets(ctx, topics...)
@@ -319,9 +320,9 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		return fmt.Errorf("restore: list end offsets: %w", err)
 	}
 	ends := hws
-	if r.set.ReadCommitted {
-		if ends, err = r.adm.ListCommittedOffsets(ctx, topics...); err != nil {
-			return fmt.Errorf("restore: list last stable offsets: %w", err)
+	if r.set.ReadCommitted && !follow {
+		if ends, err = r.waitStable(ctx, targets, topics, hws); err != nil {
+			return err
 		}
 	}
 	for _, tg := range targets {
@@ -409,6 +410,60 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		}
 	}
 	return nil
+}
+
+// stableLogEvery is how often waitStable logs that it still waits.
+const stableLogEvery = 5 * time.Second
+
+// waitStable returns the last stable offsets of topics once, for every target, the
+// transactions that were open on its changelog partition when hws were listed have ended:
+// the last stable offset has reached that high watermark.
+//
+// A transaction open on the changelog of a task being restored belongs to its previous
+// owner: a zombie (a paused or partitioned instance), or an instance that was killed. If it
+// has committed its input offsets already, it will commit, and the restore must include its
+// records; if it aborts (its owner is fenced, or the transaction times out), they are
+// skipped. Ending the restore at the last stable offset while the transaction is still open
+// would lose the records of a transaction that commits later. Transactions that open after
+// hws were listed do not hold the restore.
+func (r *Restorer) waitStable(ctx context.Context, targets []*target, topics []string, hws kadm.ListedOffsets) (kadm.ListedOffsets, error) {
+	began := time.Now()
+	lastLog := time.Time{}
+	for {
+		lsos, err := r.adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("restore: list last stable offsets: %w", err)
+		}
+		var open []*target
+		for _, tg := range targets {
+			lso, ok1 := lsos.Lookup(tg.ls.Topic, tg.ls.Partition)
+			hw, ok2 := hws.Lookup(tg.ls.Topic, tg.ls.Partition)
+			if ok1 && ok2 && lso.Err == nil && hw.Err == nil && lso.Offset < hw.Offset {
+				open = append(open, tg)
+			}
+		}
+		if len(open) == 0 {
+			if !lastLog.IsZero() {
+				r.log.Info("the open transactions on the changelogs have ended", "waited", time.Since(began).Round(time.Millisecond))
+			}
+			return lsos, nil
+		}
+		if time.Since(lastLog) >= stableLogEvery {
+			for _, tg := range open {
+				lso, _ := lsos.Lookup(tg.ls.Topic, tg.ls.Partition)
+				hw, _ := hws.Lookup(tg.ls.Topic, tg.ls.Partition)
+				r.log.Info("waiting for a transaction open on the changelog to end before restoring (a previous owner's)",
+					"processor", tg.proc, "store", tg.ls.Store, "partition", tg.ls.Partition, "topic", tg.ls.Topic,
+					"last_stable_offset", lso.Offset, "end_offset", hw.Offset, "waited", time.Since(began).Round(time.Millisecond))
+			}
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("restore: stopped while waiting for open transactions on the changelogs: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func errMissing(ok bool) error {

@@ -26,7 +26,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopAdmin()
-	if err := r.newConsumer(); err != nil {
+	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
@@ -45,20 +45,43 @@ func (r *Runtime) Run(ctx context.Context) error {
 			wait = min(wait, time.Until(r.restoreRetryAt)) // tasks wait to be restored
 		}
 		fetches := r.poll(ctx, wait)
+		if r.txn != nil && r.txn.rebalanced.Swap(false) {
+			// Partitions were revoked or lost during the poll: the session aborts the open
+			// transaction, so abort it before processing anything; the consumer rewinds and
+			// fetches these records again.
+			err = r.abortRebalanced(work)
+			r.allowRebalance()
+			continue
+		}
 		// A stop request does not interrupt a batch or a commit that has begun: the batch
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(work, fetches)
-		if err == nil && (time.Now().After(nextCommit) || r.needsCommit()) {
+		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits()) {
 			err = r.commitAll(work, "interval")
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
-		r.consumer.AllowRebalance()
+		r.allowRebalance()
 	}
 	if err == nil && ctx.Err() != nil {
 		r.log.Info("stopping", "reason", context.Cause(ctx))
 	}
 	return r.shutdown(err)
 }
+
+// allowRebalance lets a waiting rebalance run. Under exactly-once only when no task has worked
+// since the last commit: a rebalance must not meet an open transaction with work in it.
+func (r *Runtime) allowRebalance() {
+	if r.txn != nil {
+		if r.openWork() {
+			return
+		}
+		r.txn.blocked.Store(false)
+	}
+	r.consumer.AllowRebalance()
+}
+
+// rebalanceWaits reports whether, under exactly-once, a rebalance waits for the loop to commit.
+func (r *Runtime) rebalanceWaits() bool { return r.txn != nil && r.txn.blocked.Load() }
 
 // poll waits at most wait for records. An assignment wakes it early, so that new tasks start
 // restoring at once.
@@ -212,10 +235,14 @@ func (r *Runtime) needsCommit() bool {
 }
 
 // commitAll commits every task that processed records since its last commit, then the input
-// offsets of those tasks, then purges repartition topics. The caller holds no lock.
+// offsets of those tasks, then purges repartition topics; under exactly-once it commits the
+// open transaction. The caller holds no lock.
 func (r *Runtime) commitAll(ctx context.Context, why string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.txn != nil {
+		return r.commitTxnLocked(ctx, why)
+	}
 	return r.commitLocked(ctx, why, nil)
 }
 
@@ -224,8 +251,8 @@ func (r *Runtime) commitAll(ctx context.Context, why string) error {
 // finish fails its task, which stops the runtime.
 const commitTimeout = 30 * time.Second
 
-// commitLocked is commitAll with r.mu held, restricted to the tasks for which only returns
-// true (all when only is nil).
+// commitLocked is the at-least-once commitAll with r.mu held, restricted to the tasks for
+// which only returns true (all when only is nil).
 func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task) bool) error {
 	var dirty []*task
 	for _, t := range r.tasks {
@@ -246,32 +273,8 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 		}
 		return nil
 	})
-	// 3. The input offsets of the tasks that committed. A partition that a failed task reads
-	// keeps its old offset, whatever its sibling tasks did, so the failed task's records are
-	// processed again by the next run.
-	latest := make(map[topicPartition]*kgo.Record)
-	for _, t := range dirty {
-		if t.failed {
-			continue
-		}
-		for topic, rec := range t.last {
-			tp := topicPartition{topic, t.id.part}
-			if prev := latest[tp]; prev == nil || rec.Offset > prev.Offset {
-				latest[tp] = rec
-			}
-		}
-	}
-	for _, t := range r.tasks {
-		if t.failed {
-			for _, in := range t.proc.cfg.Inputs {
-				delete(latest, topicPartition{in, t.id.part})
-			}
-		}
-	}
-	recs := make([]*kgo.Record, 0, len(latest))
-	for _, rec := range latest {
-		recs = append(recs, rec)
-	}
+	// 3. The input offsets of the tasks that committed.
+	recs := r.committedRecords(dirty)
 	committed := true
 	if len(recs) > 0 {
 		if cerr := r.consumer.CommitRecords(ctx, recs...); cerr != nil {
@@ -293,6 +296,37 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 	}
 	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(recs), "duration", time.Since(start))
 	return err
+}
+
+// committedRecords returns, per input partition, the last record that the tasks processed
+// since their last commit: the offsets to commit. A partition that a failed task reads keeps
+// its old offset, whatever its sibling tasks did, so that the failed task's records are
+// processed again by the next run. The caller holds r.mu.
+func (r *Runtime) committedRecords(tasks []*task) []*kgo.Record {
+	latest := make(map[topicPartition]*kgo.Record)
+	for _, t := range tasks {
+		if t.failed {
+			continue
+		}
+		for topic, rec := range t.last {
+			tp := topicPartition{topic, t.id.part}
+			if prev := latest[tp]; prev == nil || rec.Offset > prev.Offset {
+				latest[tp] = rec
+			}
+		}
+	}
+	for _, t := range r.tasks {
+		if t.failed {
+			for _, in := range t.proc.cfg.Inputs {
+				delete(latest, topicPartition{in, t.id.part})
+			}
+		}
+	}
+	recs := make([]*kgo.Record, 0, len(latest))
+	for _, rec := range latest {
+		recs = append(recs, rec)
+	}
+	return recs
 }
 
 // describe names the partitions and offsets of recs, for logs.
@@ -326,7 +360,7 @@ func (r *Runtime) purge(committed []*kgo.Record) {
 		defer r.purging.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := r.adm.DeleteRecords(ctx, offsets)
+		resp, err := r.purgeAdm.DeleteRecords(ctx, offsets)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -441,13 +475,29 @@ func (r *Runtime) shutdown(cause error) error {
 	defer cancel()
 	r.mu.Lock()
 	r.closing = true
-	if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
-		cause = err
+	switch {
+	case r.txn == nil:
+		if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
+			cause = err
+		}
+	case cause == nil:
+		if err := r.commitTxnLocked(ctx, "shutdown"); err != nil {
+			cause = err
+		}
+	default:
+		// A task failed in the open transaction: nothing of it may commit.
+		if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
+			r.log.Warn("aborting the transaction", "error", err)
+		}
 	}
 	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
 	r.mu.Unlock()
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
-	// task.
+	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the
+	// background may use the consumer: it finishes first.
+	r.purging.Lock()
+	r.purging.Unlock() //nolint:staticcheck // a barrier: the loop, which starts purges, has ended
+	r.consumer.AllowRebalance()
 	r.consumer.Close()
 	r.consumer = nil
 	if cause != nil {

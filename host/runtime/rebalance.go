@@ -47,10 +47,17 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 		return
 	}
 	r.drainInbox()
-	ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
-	defer cancel()
-	if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
-		r.setFatal(err)
+	if r.txn != nil {
+		// Exactly-once: the loop allowed this rebalance with no work in the transaction, so
+		// there is nothing to commit; the session aborts the next End, which the loop does
+		// at once.
+		r.txn.rebalanced.Store(true)
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
+		defer cancel()
+		if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
+			r.setFatal(err)
+		}
 	}
 	r.unassign(cl, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
@@ -79,6 +86,9 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 		return
 	}
 	r.drainInbox()
+	if r.txn != nil {
+		r.txn.rebalanced.Store(true)
+	}
 	for topic, parts := range lost {
 		for _, p := range parts {
 			for _, proc := range r.readers[topic] {

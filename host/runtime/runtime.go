@@ -54,7 +54,8 @@ type Options struct {
 	NoSyncCommits bool
 
 	// SessionTimeout is the group session timeout: how long the group waits for a member that
-	// stopped heartbeating (a killed process) before it moves its tasks. Default 10s.
+	// stopped heartbeating (a killed process) before it moves its tasks. Default:
+	// Config.SessionTimeout, or 10s when that is zero.
 	SessionTimeout time.Duration
 }
 
@@ -62,7 +63,10 @@ func (o *Options) defaults() error {
 	if o.Config == nil {
 		return errors.New("runtime: Options.Config is required")
 	}
-	if o.Config.Guarantee != config.AtLeastOnce {
+	switch o.Config.Guarantee {
+	case config.AtLeastOnce, config.ExactlyOnce:
+	default:
+
 		return fmt.Errorf("runtime: processing guarantee %q is not supported", o.Config.Guarantee)
 	}
 	if len(o.Brokers) == 0 {
@@ -79,6 +83,9 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxPollRecords <= 0 {
 		o.MaxPollRecords = 10000
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = o.Config.SessionTimeout
 	}
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = 10 * time.Second
@@ -129,6 +136,7 @@ type Runtime struct {
 	restoreCl *kgo.Client
 	restorer  *restore.Restorer
 	consumer  *kgo.Client
+	txn       *txnState // exactly-once; nil under at-least-once
 
 	// mu guards the task table and the offsets. The loop holds it while it restores,
 	// processes and commits; the rebalance callbacks hold it while they commit and close.
@@ -149,8 +157,9 @@ type Runtime struct {
 	pollCancel    context.CancelFunc   // wakes a blocked poll
 	restoreCancel context.CancelFunc   // stops a restore (revocation)
 
-	purging sync.Mutex // one purge of repartition topics at a time
-	status  *statusBoard
+	purging  sync.Mutex   // one purge of repartition topics at a time
+	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
+	status   *statusBoard
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
@@ -278,9 +287,9 @@ func (r *Runtime) compile(ctx context.Context) error {
 	return nil
 }
 
-// connect creates the Kafka clients: one for admin requests and produces, one restore
-// consumer, and the group consumer (created last, in Run, so that nothing is assigned before
-// the runtime can take it).
+// connect creates the Kafka clients: one for admin requests and (at-least-once) produces, one
+// restore consumer, and the group consumer (created last, in Run, so that nothing is assigned
+// before the runtime can take it; under exactly-once it is the producer too).
 func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
@@ -296,15 +305,22 @@ func (r *Runtime) connect() error {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
 	r.adm = kadm.NewClient(r.prodCl)
-	if r.producer, err = changelog.NewProducer(r.prodCl); err != nil {
-		return fmt.Errorf("runtime: %w", err)
+	eos := r.cfg.Guarantee == config.ExactlyOnce
+	if !eos { // under exactly-once the group consumer is the producer (newConsumer)
+		if r.producer, err = changelog.NewProducer(r.prodCl); err != nil {
+			return fmt.Errorf("runtime: %w", err)
+		}
 	}
-	r.restoreCl, err = kgo.NewClient(brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID+"-restore"),
+	restoreOpts := []kgo.Opt{brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID + "-restore"),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.KeepControlRecords(),
-	)
+	}
+	if eos {
+		restoreOpts = append(restoreOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	r.restoreCl, err = kgo.NewClient(restoreOpts...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the restore client: %w", err)
 	}
@@ -313,8 +329,9 @@ func (r *Runtime) connect() error {
 		listener = multiListener{r.status, r.opts.RestoreListener}
 	}
 	r.restorer, err = restore.New(r.restoreCl, kadm.NewClient(r.restoreCl), restore.Settings{
-		Listener: listener,
-		Logger:   r.opts.Logger,
+		ReadCommitted: eos,
+		Listener:      listener,
+		Logger:        r.opts.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
@@ -322,17 +339,17 @@ func (r *Runtime) connect() error {
 	return nil
 }
 
-// newConsumer creates the group consumer over every input topic.
-func (r *Runtime) newConsumer() error {
+// newConsumer creates the group consumer over every input topic; under exactly-once it is
+// also the transactional producer of the tasks.
+func (r *Runtime) newConsumer(ctx context.Context) error {
 	var topics []string
 	for t := range r.readers {
 		topics = append(topics, t)
 	}
-	var err error
-	r.consumer, err = kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.opts.Brokers...),
 		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
-		kgo.ClientID(r.cfg.ApplicationID+"-consumer"),
+		kgo.ClientID(r.cfg.ApplicationID + "-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(newTaskBalancer(r.procs)),
@@ -341,15 +358,26 @@ func (r *Runtime) newConsumer() error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(r.opts.SessionTimeout),
 		kgo.RebalanceTimeout(rebalanceTimeout),
-		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.HeartbeatInterval(r.opts.SessionTimeout / 10),
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
-	)
-	if err != nil {
+	}
+	if r.cfg.Guarantee == config.ExactlyOnce {
+		if err := r.newTransactSession(ctx, opts); err != nil {
+			return err
+		}
+		// The admin client produces nothing under exactly-once, so its metadata of the
+		// repartition topics would go stale; the consumer reads them.
+		r.purgeAdm = kadm.NewClient(r.consumer)
+		return nil
+	}
+	var err error
+	if r.consumer, err = kgo.NewClient(opts...); err != nil {
 		return fmt.Errorf("runtime: create the group consumer: %w", err)
 	}
+	r.purgeAdm = r.adm
 	return nil
 }
 

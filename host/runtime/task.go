@@ -50,6 +50,7 @@ type task struct {
 	proc       *processor
 	state      taskState
 	failed     bool // processing or committing failed: the task only closes, without a commit
+	touched    bool // exactly-once: it worked (processed, or started its plugin) in the open transaction
 	waitLogged bool // the wait for its previous run's records was logged
 
 	cl   *changelog.Task // nil until opened
@@ -84,6 +85,7 @@ func (t *task) startPlugin(ctx context.Context) error {
 	for _, s := range t.proc.stores {
 		stores[s.Name] = t.cl.Store(s.Name)
 	}
+	t.touched = true // its init may write
 	inst, err := t.proc.mod.Instantiate(ctx, engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
@@ -124,6 +126,7 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		}
 		t.batch = append(t.batch, er)
 	}
+	t.touched = true
 	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}

@@ -180,7 +180,10 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 			names[t] = true
 		}
 	}
-	details, err := r.adm.ListTopics(ctx, slices.Sorted(maps.Keys(names))...)
+	// WithAuthorizedOps bypasses the client's metadata cache, which would otherwise keep the
+	// topics about to be created as unknown for a while: admin requests that need leaders
+	// (DeleteRecords of the purge) would fail on them.
+	details, err := r.adm.ListTopics(kadm.WithAuthorizedOps(ctx), slices.Sorted(maps.Keys(names))...)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list topics on %s: %w", strings.Join(r.opts.Brokers, ","), err)
 	}

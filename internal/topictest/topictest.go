@@ -5,6 +5,7 @@ package topictest
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,20 +13,77 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Latest reads topic from its start to the end offsets it has when Latest begins, and returns
-// the last value of each key (a tombstone, a null value, removes the key) and the number of
-// records read. It fails t when the topic cannot be read within 30 seconds.
+// Latest reads topic from its start to the end offsets it has when Latest begins
+// (read_uncommitted), and returns the last value of each key (a tombstone, a null value,
+// removes the key) and the number of records read. It fails t when the topic cannot be read
+// within 30 seconds.
 func Latest(t testing.TB, brokers []string, topic string) (map[string]string, int) {
+	t.Helper()
+	return latest(Read(t, brokers, topic, false))
+}
+
+// LatestCommitted is Latest over the committed records only (read_committed, up to the last
+// stable offsets).
+func LatestCommitted(t testing.TB, brokers []string, topic string) (map[string]string, int) {
+	t.Helper()
+	return latest(Read(t, brokers, topic, true))
+}
+
+func latest(recs []*kgo.Record) (map[string]string, int) {
+	out := map[string]string{}
+	for _, r := range recs {
+		if r.Value == nil {
+			delete(out, string(r.Key))
+		} else {
+			out[string(r.Key)] = string(r.Value)
+		}
+	}
+	return out, len(recs)
+}
+
+// Histories reads the committed records of topic and returns, per key, its values in offset
+// order (a null value as ""). A key must live in one partition for the order to mean
+// anything, as keyed records do.
+func Histories(t testing.TB, brokers []string, topic string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, r := range Read(t, brokers, topic, true) {
+		out[string(r.Key)] = append(out[string(r.Key)], string(r.Value))
+	}
+	return out
+}
+
+// Read returns the data records of topic from its start offsets to the end offsets it has
+// when Read begins: the high watermarks, or with committed the last stable offsets, reading
+// read_committed (records of aborted transactions are left out). The records come partition
+// by partition, each in offset order. It fails t when the topic cannot be read within 30
+// seconds.
+func Read(t testing.TB, brokers []string, topic string, committed bool) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	// Control records (transaction markers) are kept so that a partition that ends with one
+	// is seen to end.
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("start offsets of %s: %v", topic, err)
+	}
+	list := adm.ListEndOffsets
+	if committed {
+		list = adm.ListCommittedOffsets
+	}
+	ends, err := list(ctx, topic)
 	if err != nil {
 		t.Fatalf("end offsets of %s: %v", topic, err)
 	}
@@ -34,12 +92,11 @@ func Latest(t testing.TB, brokers []string, topic string) (map[string]string, in
 		if o.Err != nil {
 			t.Fatalf("end offset of %s partition %d: %v", topic, o.Partition, o.Err)
 		}
-		if o.Offset > 0 {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
 			want[o.Partition] = o.Offset
 		}
 	})
-	out := map[string]string{}
-	n := 0
+	parts := map[int32][]*kgo.Record{}
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -50,18 +107,19 @@ func Latest(t testing.TB, brokers []string, topic string) (map[string]string, in
 			if !ok || r.Offset >= end {
 				return // beyond the end listed at the start
 			}
-			n++
-			if r.Value == nil {
-				delete(out, string(r.Key))
-			} else {
-				out[string(r.Key)] = string(r.Value)
+			if !r.Attrs.IsControl() {
+				parts[r.Partition] = append(parts[r.Partition], r)
 			}
 			if r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
 		})
 	}
-	return out, n
+	var out []*kgo.Record
+	for _, p := range slices.Sorted(maps.Keys(parts)) {
+		out = append(out, parts[p]...)
+	}
+	return out
 }
 
 // WaitLatest waits until Latest of topic equals want, and fails t with the first differences

@@ -1,5 +1,5 @@
 application_id       = "word count"
-processing_guarantee = "exactly_once"
+processing_guarantee = "at_most_once"
 commit_interval      = "soon"
 unknown              = true
 
@@ -32,7 +32,7 @@ processor "count" {
 }
 
 # expect: 1:24: error: Invalid application_id
-# expect: 2:24: error: Unsupported processing guarantee
+# expect: 2:24: error: Invalid processing guarantee
 # expect: 3:24: error: Invalid duration
 # expect: 4:1: error: Unsupported argument
 # expect: 7:14: error: Invalid address

@@ -1,0 +1,312 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/changelog"
+)
+
+// Exactly-once processing (processing_guarantee = "exactly_once").
+//
+// The group consumer is also the transactional producer (a kgo.GroupTransactSession): every
+// changelog record, output record and input offset of a commit goes in one Kafka transaction,
+// and the tasks' stores and checkpoints are applied only once it has committed. The instance
+// is always in a transaction: one begins as the previous one ends.
+//
+// Rebalances never meet an open transaction with work in it: the loop allows a rebalance
+// (BlockRebalanceOnPoll) only when no task has worked since the last commit, and commits early
+// when the group signals that a rebalance waits. A revocation or a loss still makes the
+// session abort the next transaction (franz-go's rule); the loop then aborts at once, before
+// it processes anything more.
+//
+// An aborted transaction discards the work of every task that took part in it: those tasks are
+// closed without a commit and revived (opened again, restored from their changelogs, which
+// now end with the abort marker, and started), and the session rewinds the consumer to the
+// committed offsets.
+//
+// Fencing: the transactional id is <application_id>-<process id>, the process id being kept
+// in the state directory, so a restarted instance fences its previous incarnation and aborts
+// its open transaction at once. An instance that lost its partitions (a paused zombie) cannot
+// commit for them: its offset commit carries a stale group generation and the session aborts.
+// A task restored from a changelog on which a previous owner's transaction is still open waits
+// for that transaction to end (restore.Settings.ReadCommitted).
+
+// processIDFile is the file of the state directory that holds the instance's process id.
+const processIDFile = "process-id"
+
+// maxAbortsInARow is how many transactions in a row may abort on an error before the runtime
+// gives up. Aborts caused by rebalances do not count.
+const maxAbortsInARow = 5
+
+// transactionTimeout is the transaction timeout for a commit interval: how long the broker
+// lets a transaction stay open before it aborts it, which bounds how long a new owner waits
+// for the open transaction of a dead or paused previous owner. Kafka Streams uses 10 s under
+// exactly-once.
+func transactionTimeout(commitInterval time.Duration) time.Duration {
+	return max(10*time.Second, 3*commitInterval)
+}
+
+// txnState is the runtime's exactly-once state; nil under at-least-once.
+type txnState struct {
+	sess *kgo.GroupTransactSession
+	id   string // transactional id
+
+	rebalanced atomic.Bool // a revocation or loss since the last End: the session aborts the next End
+	blocked    atomic.Bool // a rebalance waits for the loop to allow it
+	aborts     int         // transactions aborted on an error in a row (guarded by Runtime.mu)
+}
+
+// processID returns the process id kept in the state directory dir, creating it on the first
+// start. The state directory's lock makes it unique among the running instances.
+func processID(dir string) (string, error) {
+	path := filepath.Join(dir, processIDFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("runtime: read the process id: %w", err)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("runtime: write the process id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("runtime: write the process id: %w", err)
+	}
+	return id, nil
+}
+
+// newTransactSession creates the group consumer as a transactional session, with the
+// producer options of the changelog producer, and begins the first transaction. Initializing
+// the producer id fences the previous incarnation of this instance and aborts its open
+// transaction.
+func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error {
+	pid, err := processID(StateDir(r.cfg))
+	if err != nil {
+		return err
+	}
+	id := r.cfg.ApplicationID + "-" + pid
+	opts = append(opts,
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordDeliveryTimeout(commitTimeout),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.OnPartitionsCallbackBlocked(r.onRebalanceBlocked),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return fmt.Errorf("runtime: create the transactional group consumer: %w", err)
+	}
+	r.txn = &txnState{sess: sess, id: id}
+	r.consumer = sess.Client()
+	if r.producer, err = changelog.NewProducer(r.consumer); err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	if _, _, err := r.consumer.ProducerID(ictx); err != nil {
+		return fmt.Errorf("runtime: initialize the transactional producer %s: %w", id, err)
+	}
+	if err := sess.Begin(); err != nil {
+		return fmt.Errorf("runtime: begin a transaction: %w", err)
+	}
+	r.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
+	return nil
+}
+
+// onRebalanceBlocked is called when a rebalance waits for the loop (BlockRebalanceOnPoll): the
+// loop commits at once, so that the rebalance meets no open work.
+func (r *Runtime) onRebalanceBlocked(context.Context, *kgo.Client) {
+	r.txn.blocked.Store(true)
+	r.wakeMu.Lock()
+	if r.pollCancel != nil {
+		r.pollCancel()
+	}
+	r.wakeMu.Unlock()
+}
+
+// openWork reports whether a task worked since the last transaction ended. The caller holds
+// no lock.
+func (r *Runtime) openWork() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tasks {
+		if t.touched {
+			return true
+		}
+	}
+	return false
+}
+
+// commitTxnLocked commits the open transaction: every task that worked in it has its records
+// acknowledged (changelog.Task.Prepare), the session commits the input offsets and the
+// transaction, then the tasks apply their stores and checkpoints. An aborted transaction
+// revives its tasks. The caller holds r.mu.
+func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
+	var touched []*task
+	for _, t := range r.tasks {
+		if t.touched {
+			touched = append(touched, t)
+		}
+	}
+	if len(touched) == 0 {
+		return nil
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		prepared = make(map[*task]changelog.Prepared, len(touched))
+	)
+	err := r.forEachTask(touched, func(t *task) error {
+		if t.failed || t.cl == nil {
+			return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
+		}
+		p, err := t.cl.Prepare(ctx)
+		if err != nil {
+			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
+		}
+		mu.Lock()
+		prepared[t] = p
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return r.abortLocked(ctx, why, err)
+	}
+	committed, err := r.txn.sess.End(ctx, kgo.TryCommit)
+	if err != nil {
+		return fmt.Errorf("runtime: end the transaction (%s): %w", why, err)
+	}
+	if !committed {
+		// A rebalance revoked or lost partitions since the transaction began: the session
+		// aborted it and rewound the consumer.
+		return r.abortedLocked(why, nil)
+	}
+	r.txn.aborts = 0
+	// The transaction is committed: the changelogs hold every record of it. A failure to
+	// apply a store leaves it behind its changelog, which its next restore replays.
+	err = r.forEachTask(touched, func(t *task) error {
+		if err := t.cl.Apply(prepared[t]); err != nil {
+			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
+		}
+		return nil
+	})
+	recs := r.committedRecords(touched)
+	for _, t := range touched {
+		t.touched = false
+		t.last = nil
+	}
+	if err != nil {
+		return err
+	}
+	r.purge(recs)
+	if err := r.txn.sess.Begin(); err != nil {
+		return fmt.Errorf("runtime: begin a transaction: %w", err)
+	}
+	r.log.Debug("committed", "reason", why, "tasks", len(touched), "partitions", len(recs), "duration", time.Since(start))
+	return nil
+}
+
+// abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
+// holds r.mu.
+func (r *Runtime) abortLocked(ctx context.Context, why string, cause error) error {
+	if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("runtime: abort the transaction (%s) after %w: %w", why, cause, err)
+	}
+	return r.abortedLocked(why, cause)
+}
+
+// abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
+// consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
+// aborted it. The caller holds r.mu.
+func (r *Runtime) abortedLocked(why string, cause error) error {
+	if cause != nil {
+		r.txn.aborts++
+		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
+	} else {
+		r.log.Warn("transaction aborted", "reason", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
+	}
+	r.reviveLocked()
+	if cause != nil && r.txn.aborts >= maxAbortsInARow {
+		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one: %w", r.txn.aborts, cause)
+	}
+	if err := r.txn.sess.Begin(); err != nil {
+		return fmt.Errorf("runtime: begin a transaction: %w", err)
+	}
+	return nil
+}
+
+// abortRebalanced aborts the (empty) transaction after a rebalance revoked or lost partitions,
+// before anything more is processed: the session would abort the next commit anyway. The
+// caller holds no lock.
+func (r *Runtime) abortRebalanced(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("runtime: abort the transaction after a rebalance: %w", err)
+	}
+	for _, t := range r.tasks {
+		if t.touched {
+			return r.abortedLocked("rebalance", nil)
+		}
+	}
+	if err := r.txn.sess.Begin(); err != nil {
+		return fmt.Errorf("runtime: begin a transaction: %w", err)
+	}
+	return nil
+}
+
+// reviveLocked closes, without a commit, every task that worked in the aborted transaction
+// and puts a fresh one in its place, to be restored and started again by the loop; their
+// input partitions stay paused until then. The caller holds r.mu.
+func (r *Runtime) reviveLocked() {
+	var dead []*task
+	for _, t := range r.tasks {
+		if t.touched || t.failed {
+			dead = append(dead, t)
+		}
+	}
+	r.closeTasks(dead)
+	pause := make(map[string][]int32)
+	for _, t := range dead {
+		if !r.owned(t) {
+			continue
+		}
+		r.tasks[t.id] = &task{id: t.id, proc: t.proc, rt: r}
+		r.status.setState(t.id, "restoring")
+		for _, in := range t.proc.cfg.Inputs {
+			tp := topicPartition{in, t.id.part}
+			if r.assigned[tp] && !r.paused[tp] {
+				r.paused[tp] = true
+				pause[in] = append(pause[in], t.id.part)
+			}
+		}
+		r.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.proc, "partition", t.id.part)
+	}
+	if len(pause) > 0 {
+		r.consumer.PauseFetchPartitions(pause)
+	}
+}
