@@ -20,6 +20,11 @@
 // tasks committed to the group. Records of repartition topics below the committed offsets are
 // then deleted (purged).
 //
+// Under exactly-once the group consumer is also the transactional producer, and a commit is
+// one Kafka transaction: the tasks' records are acknowledged (changelog.Task.Prepare), the
+// transaction commits with the input offsets, then the tasks apply their stores
+// (changelog.Task.Apply). An aborted transaction revives its tasks. See txn.go.
+//
 // # Rebalances
 //
 // The group uses cooperative rebalancing and blocks rebalances while a poll's records are
@@ -30,8 +35,9 @@
 //
 // # Failures
 //
-// A plugin error or a failed commit stops the application: the other tasks commit and close,
-// the failed task closes without committing its last batch, and Run returns the error, which
-// names the processor, the partition and the offset. Nothing is lost: the failed task's input
+// A plugin error or a failed commit stops the application: the other tasks commit and close
+// (under exactly-once the transaction aborts instead), the failed task closes without
+// committing its last batch, and Run returns the error, which names the processor, the
+// partition and the offset. Nothing is lost: the failed task's input
 // is processed again from its last committed offset by the next run.
 package runtime
