@@ -145,8 +145,14 @@ func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error 
 		err = r.run(ctx, targets, false)
 	}
 	// Export even after a failure: a wipe or the batches applied so far
-	// moved the checkpoints, and the file must not show the old ones.
+	// moved the checkpoints, and the file must not show the old ones. The
+	// batches were applied without fsync: sync them first, so that the file
+	// never names a checkpoint that a crash can still take back.
 	for _, t := range tasks {
+		if xerr := t.StoreTask().Sync(); xerr != nil {
+			r.log.Warn("could not sync the restored batches; the checkpoint file keeps its previous checkpoints", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
+			continue
+		}
 		if xerr := t.ExportCheckpoints(); xerr != nil {
 			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
 		}

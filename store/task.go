@@ -238,6 +238,24 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 	return nil
 }
 
+// Sync makes the restore batches applied so far (Partition.ApplyRestore, which never
+// fsyncs) durable, when Settings.SyncCommits is set: call it before the checkpoints they
+// carry are exported, so that the exported file never claims more than the disk holds. It
+// syncs Pebble's write-ahead log, which holds the batches of every task of the instance.
+// Without SyncCommits it does nothing: the exported file may then be ahead of the store.
+func (t *Task) Sync() error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if t.m.wo != pebble.Sync {
+		return nil
+	}
+	if err := t.m.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: task %s: sync the write-ahead log: %w", t.id, err)
+	}
+	return nil
+}
+
 // Fail marks the task failed with err: its uncommitted writes will never be
 // applied and every store operation returns ErrTaskFailed. The task must be
 // closed and reopened; its committed state and checkpoints are intact.
