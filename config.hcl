@@ -1,7 +1,7 @@
 # The word-count demo: tokenize splits sentences into words, count keeps a count per word.
 application_id       = "wordcount"
 state_dir            = "state"
-processing_guarantee = "at_least_once"
+processing_guarantee = "at_least_once" # or "exactly_once": one Kafka transaction per commit
 commit_interval      = "1s"
 
 kafka {

@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -36,4 +40,79 @@ func BenchmarkWordCount(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGuarantee runs the word count over b.N sentences under at_least_once and
+// exactly_once, each with commit_interval 100ms and 1s, and reports sentences per second from
+// the first produce to the last count read (read_committed) from the output topic. Under
+// exactly-once each of the two stages makes its output visible only when its transaction
+// commits, which adds about two commit intervals to the run: use enough sentences for that to
+// be small. Compare them in one run:
+//
+//	go test ./host/runtime -run '^$' -bench Guarantee -benchtime 200000x
+func BenchmarkGuarantee(b *testing.B) {
+	for _, guarantee := range []string{"at_least_once", "exactly_once"} {
+		for _, interval := range []string{"100ms", "1s"} {
+			b.Run(fmt.Sprintf("%s/commit=%s", guarantee, interval), func(b *testing.B) {
+				brokers := cluster(b)
+				src := strings.Replace(fmt.Sprintf(wordcountHCL, "pebble", true), `commit_interval = "200ms"`,
+					fmt.Sprintf("commit_interval = %q\nprocessing_guarantee = %q", interval, guarantee), 1)
+				cfg := loadConfig(b, b.TempDir(), src)
+				lines, ref := wordgen.Sentences(b.N, 9)
+				cl, _ := client(b, brokers)
+				in := start(b, cfg, brokers)
+				waitFor(b, 60*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
+				want := wordgen.Strings(ref)
+				follow := followCounts(b, brokers, "word-counts", want)
+				b.ResetTimer()
+				begin := time.Now()
+				produce(b, cl, "sentences", lines...)
+				<-follow
+				b.ReportMetric(float64(b.N)/time.Since(begin).Seconds(), "sentences/s")
+				b.StopTimer()
+				if err := in.stop(b); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// followCounts reads topic (read_committed) from its start in the background, and closes the
+// returned channel once the last value of every key of want equals want's.
+func followCounts(b *testing.B, brokers []string, topic string, want map[string]string) <-chan struct{} {
+	cl, _ := client(b, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		got := make(map[string]string, len(want))
+		equal := 0
+		for equal < len(want) {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				b.Errorf("%s: %d of %d counts reached before the deadline", topic, equal, len(want))
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				k := string(r.Key)
+				w, ok := want[k]
+				if !ok {
+					return
+				}
+				was := got[k] == w
+				got[k] = string(r.Value)
+				if now := got[k] == w; now != was {
+					if now {
+						equal++
+					} else {
+						equal--
+					}
+				}
+			})
+		}
+	}()
+	return done
 }

@@ -486,7 +486,7 @@ func (r *Runtime) shutdown(cause error) error {
 		}
 	default:
 		// A task failed in the open transaction: nothing of it may commit.
-		if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
+		if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
 			r.log.Warn("aborting the transaction", "error", err)
 		}
 	}

@@ -21,14 +21,45 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 		return
 	}
 	cl.PauseFetchPartitions(assigned)
+	r.post(groupEvent{partitions: assigned})
+	r.log.Info("partitions assigned", "partitions", assigned)
+}
+
+// groupEvent is an assignment, or under exactly-once a revocation or a loss, handed from the
+// group's callbacks to the loop (drainInbox).
+type groupEvent struct {
+	partitions map[string][]int32
+	revoked    bool // revoked or lost: the tasks close without a commit
+}
+
+// post hands ev to the loop and wakes it.
+func (r *Runtime) post(ev groupEvent) {
 	r.wakeMu.Lock()
-	r.inbox = append(r.inbox, assigned)
+	r.inbox = append(r.inbox, ev)
 	r.wake = true
 	if r.pollCancel != nil {
 		r.pollCancel()
 	}
 	r.wakeMu.Unlock()
-	r.log.Info("partitions assigned", "partitions", assigned)
+}
+
+// onRevokedOrLostEOS is onRevoked and onLost under exactly-once. It never waits for the loop:
+// the loop may be ending a transaction, which itself waits for these callbacks (the session
+// aborts when partitions are revoked or lost). The loop closes the tasks without a commit at
+// its next safe point; whatever they did since the last commit is in the open transaction,
+// which the session aborts.
+func (r *Runtime) onRevokedOrLostEOS(what string, tps map[string][]int32) {
+	if len(tps) == 0 {
+		return
+	}
+	r.txn.rebalanced.Store(true)
+	r.wakeMu.Lock()
+	if r.restoreCancel != nil {
+		r.restoreCancel() // it may be restoring these tasks; the others resume from their checkpoints
+	}
+	r.wakeMu.Unlock()
+	r.post(groupEvent{partitions: tps, revoked: true})
+	r.log.Info("partitions "+what, "partitions", tps)
 }
 
 // onRevoked commits the tasks that read the revoked partitions and closes them. franz-go
@@ -36,6 +67,10 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 // then it does nothing, and a restore in progress goes on. It must finish within the
 // rebalance timeout; the commit is bounded by revocationTimeout.
 func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	if r.txn != nil {
+		r.onRevokedOrLostEOS("revoked", revoked)
+		return
+	}
 	if len(revoked) == 0 {
 		return
 	}
@@ -47,17 +82,10 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 		return
 	}
 	r.drainInbox()
-	if r.txn != nil {
-		// Exactly-once: the loop allowed this rebalance with no work in the transaction, so
-		// there is nothing to commit; the session aborts the next End, which the loop does
-		// at once.
-		r.txn.rebalanced.Store(true)
-	} else {
-		ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
-		defer cancel()
-		if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
-			r.setFatal(err)
-		}
+	ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
+	defer cancel()
+	if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
+		r.setFatal(err)
 	}
 	r.unassign(cl, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
@@ -75,6 +103,10 @@ const rebalanceTimeout = commitTimeout + revocationTimeout + 5*time.Second
 // session timeout, a fencing): committing is not possible any more. Their uncommitted writes
 // are dropped; what they logged is restored by the next owner.
 func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	if r.txn != nil {
+		r.onRevokedOrLostEOS("lost", lost)
+		return
+	}
 	if len(lost) == 0 {
 		return
 	}
@@ -86,9 +118,6 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 		return
 	}
 	r.drainInbox()
-	if r.txn != nil {
-		r.txn.rebalanced.Store(true)
-	}
 	for topic, parts := range lost {
 		for _, p := range parts {
 			for _, proc := range r.readers[topic] {
@@ -186,15 +215,20 @@ func (r *Runtime) owned(t *task) bool {
 	return false
 }
 
-// drainInbox turns the assignments the group handed over into tasks waiting for restore.
-// The caller holds r.mu.
+// drainInbox applies the group events that the callbacks handed over, in order: assigned
+// partitions become tasks waiting for restore; revoked or lost ones (exactly-once) close the
+// tasks that no longer own an input, without a commit. The caller holds r.mu.
 func (r *Runtime) drainInbox() {
 	r.wakeMu.Lock()
 	inbox := r.inbox
 	r.inbox = nil
 	r.wakeMu.Unlock()
-	for _, assigned := range inbox {
-		for topic, parts := range assigned {
+	for _, ev := range inbox {
+		if ev.revoked {
+			r.unassign(r.consumer, ev.partitions)
+			continue
+		}
+		for topic, parts := range ev.partitions {
 			for _, p := range parts {
 				tp := topicPartition{topic, p}
 				r.assigned[tp] = true

@@ -150,12 +150,12 @@ type Runtime struct {
 
 	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
 	wakeMu        sync.Mutex
-	inbox         []map[string][]int32 // assignments not yet turned into tasks
-	wake          bool                 // an assignment arrived: the next poll returns at once
-	revoking      int                  // revocations or losses waiting for mu: start no restore
-	fatal         error                // the first error that stops the runtime
-	pollCancel    context.CancelFunc   // wakes a blocked poll
-	restoreCancel context.CancelFunc   // stops a restore (revocation)
+	inbox         []groupEvent       // assignments (and, under exactly-once, revocations) not yet applied to the tasks
+	wake          bool               // an assignment arrived: the next poll returns at once
+	revoking      int                // revocations or losses waiting for mu: start no restore
+	fatal         error              // the first error that stops the runtime
+	pollCancel    context.CancelFunc // wakes a blocked poll
+	restoreCancel context.CancelFunc // stops a restore (revocation)
 
 	purging  sync.Mutex   // one purge of repartition topics at a time
 	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,14 +196,14 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	if err != nil {
 		return r.abortLocked(ctx, why, err)
 	}
-	committed, err := r.txn.sess.End(ctx, kgo.TryCommit)
+	committed, err := r.endTxnLocked(ctx, kgo.TryCommit)
 	if err != nil {
-		return fmt.Errorf("runtime: end the transaction (%s): %w", why, err)
+		return r.resetLocked(ctx, why, fmt.Errorf("end the transaction: %w", err))
 	}
 	if !committed {
 		// A rebalance revoked or lost partitions since the transaction began: the session
 		// aborted it and rewound the consumer.
-		return r.abortedLocked(why, nil)
+		return r.abortedLocked(ctx, why, nil)
 	}
 	r.txn.aborts = 0
 	// The transaction is committed: the changelogs hold every record of it. A failure to
@@ -221,39 +223,84 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		return err
 	}
 	r.purge(recs)
-	if err := r.txn.sess.Begin(); err != nil {
-		return fmt.Errorf("runtime: begin a transaction: %w", err)
-	}
 	r.log.Debug("committed", "reason", why, "tasks", len(touched), "partitions", len(recs), "duration", time.Since(start))
+	return r.beginLocked(ctx)
+}
+
+// endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
+// may wait for the group (a forced heartbeat, or the loss of the partitions when this
+// instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
+// they never wait for the loop. The caller holds r.mu.
+func (r *Runtime) endTxnLocked(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
+	r.txn.blocked.Store(false)
+	r.consumer.AllowRebalance()
+	return r.txn.sess.End(ctx, try)
+}
+
+// beginLocked begins the next transaction; when the producer cannot (it was fenced), the
+// session is replaced. The caller holds r.mu.
+func (r *Runtime) beginLocked(ctx context.Context) error {
+	if err := r.txn.sess.Begin(); err != nil {
+		return r.resetLocked(ctx, "begin a transaction", err)
+	}
 	return nil
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
 // holds r.mu.
 func (r *Runtime) abortLocked(ctx context.Context, why string, cause error) error {
-	if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
-		return fmt.Errorf("runtime: abort the transaction (%s) after %w: %w", why, cause, err)
+	if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
+		return r.resetLocked(ctx, why, fmt.Errorf("abort the transaction after %w: %w", cause, err))
 	}
-	return r.abortedLocked(why, cause)
+	return r.abortedLocked(ctx, why, cause)
 }
 
 // abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
 // consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
 // aborted it. The caller holds r.mu.
-func (r *Runtime) abortedLocked(why string, cause error) error {
+func (r *Runtime) abortedLocked(ctx context.Context, why string, cause error) error {
 	if cause != nil {
 		r.txn.aborts++
 		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
 	} else {
 		r.log.Warn("transaction aborted", "reason", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
 	}
+	r.drainInbox() // the revoked and lost tasks close; the others revive
 	r.reviveLocked()
 	if cause != nil && r.txn.aborts >= maxAbortsInARow {
 		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one: %w", r.txn.aborts, cause)
 	}
-	if err := r.txn.sess.Begin(); err != nil {
-		return fmt.Errorf("runtime: begin a transaction: %w", err)
+	return r.beginLocked(ctx)
+}
+
+// resetLocked replaces the transactional session after an error that leaves its producer
+// unusable (fenced: its transaction timed out, or the group dropped this instance while it
+// committed): every task closes without a commit, the consumer leaves the group, and a new
+// session joins it again with the same transactional id, which fences the old producer. The
+// tasks come back through the new assignment and restore the tails of their changelogs, as
+// Kafka Streams does after a TaskMigratedException. The caller holds r.mu.
+func (r *Runtime) resetLocked(ctx context.Context, why string, cause error) error {
+	r.txn.aborts++
+	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts,
+		"action", "closing every task and rejoining the group with a new transactional producer")
+	if r.txn.aborts >= maxAbortsInARow || r.closing {
+		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
 	}
+	aborts := r.txn.aborts
+	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
+	r.purging.Lock()
+	r.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
+	r.consumer.AllowRebalance()
+	r.consumer.Close() // the callbacks only post events, which are dropped below
+	r.wakeMu.Lock()
+	r.inbox = nil
+	r.wakeMu.Unlock()
+	clear(r.assigned)
+	clear(r.paused)
+	if err := r.newConsumer(ctx); err != nil {
+		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
+	}
+	r.txn.aborts = aborts
 	return nil
 }
 
@@ -265,18 +312,16 @@ func (r *Runtime) abortRebalanced(ctx context.Context) error {
 	defer r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	if _, err := r.txn.sess.End(ctx, kgo.TryAbort); err != nil {
-		return fmt.Errorf("runtime: abort the transaction after a rebalance: %w", err)
+	if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
+		return r.resetLocked(ctx, "rebalance", fmt.Errorf("abort the transaction: %w", err))
 	}
 	for _, t := range r.tasks {
 		if t.touched {
-			return r.abortedLocked("rebalance", nil)
+			return r.abortedLocked(ctx, "rebalance", nil)
 		}
 	}
-	if err := r.txn.sess.Begin(); err != nil {
-		return fmt.Errorf("runtime: begin a transaction: %w", err)
-	}
-	return nil
+	r.drainInbox()
+	return r.beginLocked(ctx)
 }
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction

@@ -1,0 +1,437 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/store"
+)
+
+// Helpers of the crash-loop tests (crashloop_test.go).
+
+// writeCrashLoopConfig writes the word-count configuration of the crash-loop test into dir,
+// for the broker at addr and the processing guarantee g, and returns its path. The state
+// directory is dir/state (the app's: appStateDir(dir)).
+func writeCrashLoopConfig(t *testing.T, dir, addr, g string) string {
+	t.Helper()
+	mods := buildModules(t)
+	commit := "" // exactly_once: its default, 100ms
+	if g == "at_least_once" {
+		commit = "commit_interval      = \"200ms\"\n"
+	}
+	src := fmt.Sprintf(`application_id       = %q
+state_dir            = %q
+processing_guarantee = %q
+session_timeout      = "2s"
+%skafka {
+  brokers = [%q]
+}
+admin {
+  listen = ""
+}
+topic "sentences" {
+  partitions = 4
+}
+repartition "words" {
+  partitions = 3
+}
+processor "tokenize" {
+  module  = %q
+  inputs  = ["sentences"]
+  outputs = ["words"]
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  outputs = ["word-counts"]
+  store "counts" {
+    logging {
+      enabled      = true
+      topic_config = { "min.compaction.lag.ms" = "0" }
+    }
+  }
+}
+`, e2eApp, filepath.Join(dir, "state"), g, commit, addr, mods["tokenize"], mods["count"])
+	return writeFile(t, dir, "crashloop.hcl", src)
+}
+
+// crashProduce writes lines to topic in batches of size, one batch every interval,
+// with a client of its own. The returned channel receives nil, or the first error, once
+// every line was acknowledged (or ctx ended).
+func crashProduce(ctx context.Context, addr, topic string, lines []string, size int, interval time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer cl.Close()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for len(lines) > 0 {
+			n := min(size, len(lines))
+			recs := make([]*kgo.Record, n)
+			for i, l := range lines[:n] {
+				recs[i] = &kgo.Record{Value: []byte(l)}
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				done <- fmt.Errorf("producing %d sentences (%d left): %w", n, len(lines), err)
+				return
+			}
+			lines = lines[n:]
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				done <- ctx.Err()
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// crashOffsets are the offsets of a topic that the tests compare: log start, last stable
+// offset (read_committed's end) and high watermark, by partition.
+type crashOffsets struct {
+	start, stable, end map[int32]int64
+}
+
+// crashListOffsets returns the offsets of topic; a topic that does not exist has none.
+func crashListOffsets(t *testing.T, addr, topic string) crashOffsets {
+	t.Helper()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out := crashOffsets{start: map[int32]int64{}, stable: map[int32]int64{}, end: map[int32]int64{}}
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatalf("listing topic %s: %v", topic, err)
+	}
+	if !topics.Has(topic) {
+		return out
+	}
+	for _, l := range []struct {
+		into map[int32]int64
+		list func(context.Context, ...string) (kadm.ListedOffsets, error)
+	}{{out.start, adm.ListStartOffsets}, {out.stable, adm.ListCommittedOffsets}, {out.end, adm.ListEndOffsets}} {
+		listed, err := l.list(ctx, topic)
+		if err != nil {
+			t.Fatalf("offsets of %s: %v", topic, err)
+		}
+		listed.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				t.Fatalf("offset of %s partition %d: %v", topic, o.Partition, o.Err)
+			}
+			l.into[o.Partition] = o.Offset
+		})
+	}
+	return out
+}
+
+// crashInputProgress returns how many sentences the group has committed and how many there are.
+func crashInputProgress(t *testing.T, addr string) (committed, produced int64) {
+	t.Helper()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).FetchOffsets(t.Context(), e2eApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, end := range topicEnds(t, addr, "sentences") {
+		produced += end
+		if o, ok := resp.Lookup("sentences", p); ok && o.Err == nil && o.At > 0 {
+			committed += o.At
+		}
+	}
+	return committed, produced
+}
+
+// crashTail is, for one changelog partition just before a start, what lies beyond the
+// task's exported checkpoint.
+type crashTail struct {
+	end        int64 // high watermark
+	checkpoint int64 // offset in the .checkpoint file; -1 when the file has none
+	tail       int64 // end - (checkpoint+1), or end - log start without a checkpoint
+}
+
+func (c crashTail) String() string {
+	if c.checkpoint < 0 {
+		return fmt.Sprintf("end %d, no checkpoint, tail %d", c.end, c.tail)
+	}
+	return fmt.Sprintf("end %d, checkpoint %d, tail %d", c.end, c.checkpoint, c.tail)
+}
+
+// crashTails computes the tail of every partition of the changelog, as checkpointTail
+// does, from the .checkpoint files in stateDir.
+func crashTails(t *testing.T, addr, stateDir string) map[int32]crashTail {
+	t.Helper()
+	offs := crashListOffsets(t, addr, e2eChangelog)
+	out := map[int32]crashTail{}
+	for p, end := range offs.end {
+		path := filepath.Join(stateDir, "tasks", fmt.Sprintf("count_%d", p), store.CheckpointFileName)
+		c := crashTail{end: end, checkpoint: -1}
+		entries, err := store.ReadCheckpointFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("checkpoint of count_%d: %v", p, err)
+		}
+		for _, e := range entries {
+			if e.Topic == e2eChangelog && e.Partition == p {
+				c.checkpoint = e.Offset
+			}
+		}
+		if c.checkpoint >= 0 {
+			c.tail = end - (c.checkpoint + 1)
+		} else {
+			c.tail = end - offs.start[p]
+		}
+		out[p] = c
+	}
+	return out
+}
+
+// crashReadRecords reads topic from its start up to the offsets upTo (exclusive) and returns its
+// data records by partition in offset order. readCommitted reads as read_committed: records of
+// aborted transactions are left out. The reader keeps control records to see where it is
+// (the marker of a transaction is the last offset of a partition) and drops them from the
+// result. It fails the test after 60 s.
+func crashReadRecords(t *testing.T, addr, topic string, readCommitted bool, upTo map[int32]int64) map[int32][]*kgo.Record {
+	t.Helper()
+	out, missing := crashTryReadRecords(t, addr, topic, readCommitted, upTo, 60*time.Second)
+	if len(missing) > 0 {
+		t.Fatalf("reading %s (read_committed %v): partitions not read to their end within 60s: %v", topic, readCommitted, missing)
+	}
+	return out
+}
+
+// crashTryReadRecords is crashReadRecords, which gives up after timeout and returns the partitions it
+// did not read to their end (a purge may have removed their last records meanwhile).
+func crashTryReadRecords(t *testing.T, addr, topic string, readCommitted bool, upTo map[int32]int64, timeout time.Duration) (map[int32][]*kgo.Record, map[int32]int64) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(200 * time.Millisecond)}
+	if readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl := newKafkaClient(t, addr, opts...)
+	defer cl.Close()
+	want := map[int32]int64{}
+	for p, end := range upTo {
+		if end > 0 {
+			want[p] = end
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	out := map[int32][]*kgo.Record{}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, want
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("reading %s partition %d: %v", topic, p, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				out[r.Partition] = append(out[r.Partition], r)
+			}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+// crashLastDataEnds returns, for each partition of topic, the offset after its last data record
+// that read_committed sees below the last stable offset (0 when there is none): the offset a
+// consumer group that processed everything committed in topic has committed at least.
+func crashLastDataEnds(t *testing.T, addr, topic string) map[int32]int64 {
+	t.Helper()
+	for range 10 {
+		offs := crashListOffsets(t, addr, topic)
+		upTo := map[int32]int64{}
+		for p, lso := range offs.stable {
+			if lso > offs.start[p] {
+				upTo[p] = lso
+			}
+		}
+		recs, missing := crashTryReadRecords(t, addr, topic, true, upTo, 10*time.Second)
+		if len(missing) > 0 {
+			continue // purged meanwhile: list again
+		}
+		out := map[int32]int64{}
+		for p := range offs.end {
+			out[p] = 0
+		}
+		for p, rs := range recs {
+			if len(rs) > 0 {
+				out[p] = rs[len(rs)-1].Offset + 1
+			}
+		}
+		return out
+	}
+	t.Fatalf("%s could not be read to its last stable offset 10 times", topic)
+	return nil
+}
+
+// crashWaitProcessed waits until the group has committed, on every partition of each topic in
+// order, an offset at or after its last committed data record. The topics are taken in order:
+// the records of a later one (the repartition topic) are final once an earlier one (its
+// source) is processed. Under exactly_once the end offset of a transactional topic counts the
+// commit markers, which no consumer commits past: hence the last data record, not the end.
+func crashWaitProcessed(t *testing.T, addr, group string, timeout time.Duration, topics ...string) {
+	t.Helper()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(timeout)
+	for _, topic := range topics {
+		for {
+			need := crashLastDataEnds(t, addr, topic)
+			resp, err := adm.FetchOffsets(t.Context(), group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var behind []string
+			for p, n := range need {
+				at := int64(0)
+				if o, ok := resp.Lookup(topic, p); ok && o.Err == nil {
+					at = o.At
+				}
+				if at < n {
+					behind = append(behind, fmt.Sprintf("%s/%d committed %d, last data record ends at %d", topic, p, at, n))
+				}
+			}
+			if len(behind) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				offs := crashListOffsets(t, addr, topic)
+				t.Fatalf("group %s has not processed everything within %v: %v (offsets of %s: start %v, last stable %v, end %v)",
+					group, timeout, behind, topic, offs.start, offs.stable, offs.end)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// crashWaitStable waits until no transaction is open on topic (its last stable offset equals its
+// high watermark on every partition) and returns the offsets; it reports an error if one
+// stays open beyond timeout.
+func crashWaitStable(t *testing.T, addr, topic string, timeout time.Duration) crashOffsets {
+	t.Helper()
+	start := time.Now()
+	for {
+		offs := crashListOffsets(t, addr, topic)
+		var open []string
+		for p, end := range offs.end {
+			if offs.stable[p] != end {
+				open = append(open, fmt.Sprintf("partition %d: last stable %d, end %d", p, offs.stable[p], end))
+			}
+		}
+		if len(open) == 0 {
+			if waited := time.Since(start); waited > time.Second {
+				t.Logf("%s: waited %v for its open transactions to end", topic, waited.Round(time.Millisecond))
+			}
+			return offs
+		}
+		if time.Since(start) > timeout {
+			t.Errorf("%s: a transaction is still open %v after the last clean stop: %s", topic, timeout, strings.Join(open, "; "))
+			return offs
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// crashStoreCounts opens the stopped app's state directory with the store package and returns the
+// counts of the store counts over the count tasks of the given partitions.
+func crashStoreCounts(t *testing.T, stateDir string, partitions []int32) map[string]int {
+	t.Helper()
+	m, err := store.Open(store.Settings{Dir: stateDir, MemoryBytes: store.MinMemoryBytes})
+	if err != nil {
+		t.Fatalf("opening the state directory %s: %v", stateDir, err)
+	}
+	defer m.Close()
+	out := map[string]int{}
+	for _, p := range partitions {
+		task, err := m.OpenTask("count", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := task.Open("counts", store.Options{Backend: store.Pebble})
+		if err != nil {
+			t.Fatalf("count_%d: opening the store counts: %v", p, err)
+		}
+		it, err := s.Range(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			n, err := strconv.Atoi(string(it.Value()))
+			if err != nil {
+				t.Errorf("store of count_%d: key %q has the value %q, not a count", p, it.Key(), it.Value())
+				continue
+			}
+			if _, dup := out[string(it.Key())]; dup {
+				t.Errorf("store of count_%d: key %q is also in another partition's store", p, it.Key())
+			}
+			out[string(it.Key())] = n
+		}
+		if err := it.Err(); err != nil {
+			t.Fatalf("store of count_%d: %v", p, err)
+		}
+		it.Close()
+		if err := task.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// crashValueSeqs groups the values of records by key, in offset order, as counts; a value that is
+// not a count, or a key found in two partitions, is reported. where maps each key to the
+// "partition@offset" of its records, for the messages.
+func crashValueSeqs(t *testing.T, what string, recs map[int32][]*kgo.Record) (seqs map[string][]int, where map[string][]string) {
+	t.Helper()
+	seqs, where = map[string][]int{}, map[string][]string{}
+	partOf := map[string]int32{}
+	for p, rs := range recs {
+		for _, r := range rs {
+			k := string(r.Key)
+			if q, ok := partOf[k]; !ok {
+				partOf[k] = p
+			} else if q != p && q >= 0 {
+				t.Errorf("%s: key %q is in partitions %d and %d", what, k, q, p)
+				partOf[k] = -1 // reported
+			}
+			n, err := strconv.Atoi(string(r.Value))
+			if r.Value == nil || err != nil {
+				t.Errorf("%s: key %q at %d@%d has the value %q, not a count", what, k, p, r.Offset, r.Value)
+				continue
+			}
+			seqs[k] = append(seqs[k], n)
+			where[k] = append(where[k], fmt.Sprintf("%d@%d", p, r.Offset))
+		}
+	}
+	return seqs, where
+}

@@ -1,0 +1,773 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/wordgen"
+)
+
+// Zombie fencing (exactly-once): an instance that has lost its partitions cannot commit for
+// them. Two instances A and B of the word count share the tasks; A is frozen with SIGSTOP
+// while input flows, so that it is in the middle of a transaction; B takes its tasks over once
+// A's session times out; A, resumed, finds out that it lost them and must not commit what it
+// had begun. The output and the changelog, read committed, must then hold every count exactly
+// once.
+
+const (
+	// fencingSession is the session timeout of the instances: how long the group waits for
+	// the frozen A before it gives its tasks to B.
+	fencingSession = 2 * time.Second
+	// fencingPause is how long A stays frozen at least: well past the session timeout, and
+	// less than the transaction timeout of an instance (10s or more), so that A comes back
+	// with its transaction still open and tries to finish it.
+	fencingPause = 8 * time.Second
+	// The background producer writes fencingBatch sentences every fencingEvery, round robin
+	// over the 4 partitions of sentences: every task of A has records to process in every
+	// commit interval (100ms), so A is practically always inside a transaction.
+	fencingBatch = 8
+	fencingEvery = 25 * time.Millisecond
+)
+
+// writeFencingConfig writes the word-count configuration of one instance into dir, with its
+// own state directory dir/state, and returns its path.
+func writeFencingConfig(t *testing.T, dir, addr string) string {
+	t.Helper()
+	mods := buildModules(t)
+	// No commit_interval: exactly_once commits every 100ms by default.
+	src := fmt.Sprintf(`application_id       = %q
+state_dir            = %q
+processing_guarantee = "exactly_once"
+session_timeout      = %q
+kafka {
+  brokers = [%q]
+}
+admin {
+  listen = ""
+}
+topic "sentences" {
+  partitions = 4
+}
+repartition "words" {
+  partitions = 3
+}
+processor "tokenize" {
+  module  = %q
+  inputs  = ["sentences"]
+  outputs = ["words"]
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  outputs = ["word-counts"]
+  store "counts" {}
+}
+`, e2eApp, filepath.Join(dir, "state"), fencingSession.String(), addr, mods["tokenize"], mods["count"])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "app.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fenceLine is a JSON log line of an instance with the fields this test reads.
+type fenceLine struct {
+	Message    string          `json:"@message"`
+	Level      string          `json:"@level"`
+	Time       string          `json:"@timestamp"`
+	Processor  string          `json:"processor"`
+	Partition  int32           `json:"partition"`
+	Partitions json.RawMessage `json:"partitions"`
+	Reason     any             `json:"reason"`
+	Error      any             `json:"error"`
+	TxnID      string          `json:"transactional_id"`
+	raw        string
+}
+
+// fenceLines returns every JSON line the instance logged so far, in order.
+func fenceLines(p *appProcess) []fenceLine {
+	var out []fenceLine
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l fenceLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			l.raw = sc.Text()
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// parts returns the topic partitions of a "partitions assigned/revoked/lost" line.
+func (l fenceLine) parts() map[string][]int32 {
+	var m map[string][]int32
+	_ = json.Unmarshal(l.Partitions, &m)
+	return m
+}
+
+// fenceRunning returns the tasks ("tokenize_0") that run according to lines: logged "task
+// running" and not "task closed" since.
+func fenceRunning(lines []fenceLine) map[string]bool {
+	running := map[string]bool{}
+	for _, l := range lines {
+		id := fmt.Sprintf("%s_%d", l.Processor, l.Partition)
+		switch l.Message {
+		case "task running":
+			running[id] = true
+		case "task closed":
+			delete(running, id)
+		}
+	}
+	return running
+}
+
+// fenceTaskInput returns the input partition of a task of the word count.
+func fenceTaskInput(task string) string {
+	proc, part, _ := strings.Cut(task, "_")
+	if proc == "tokenize" {
+		return "sentences/" + part
+	}
+	return e2eRepart + "/" + part
+}
+
+// fenceAssigned returns the partitions ("sentences/0") of the "partitions assigned" lines.
+func fenceAssigned(lines []fenceLine) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range lines {
+		if l.Message != "partitions assigned" {
+			continue
+		}
+		for topic, ps := range l.parts() {
+			for _, p := range ps {
+				out[fmt.Sprintf("%s/%d", topic, p)] = true
+			}
+		}
+	}
+	return out
+}
+
+// fencingProducer writes sentences to the topic sentences in the background, a batch every
+// fencingEvery, until stopped.
+type fencingProducer struct {
+	lines []string
+	mu    sync.Mutex
+	acked int // sentences acknowledged, a prefix of lines
+	stop  chan struct{}
+	done  chan error
+}
+
+func startFencingProducer(t *testing.T, addr string, lines []string) *fencingProducer {
+	t.Helper()
+	cl := newKafkaClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	p := &fencingProducer{lines: lines, stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		defer cl.Close()
+		tick := time.NewTicker(fencingEvery)
+		defer tick.Stop()
+		for next := 0; ; {
+			select {
+			case <-p.stop:
+				p.done <- nil
+				return
+			case <-tick.C:
+			}
+			if next >= len(lines) {
+				continue // all produced: idle until stopped
+			}
+			end := min(next+fencingBatch, len(lines))
+			recs := make([]*kgo.Record, 0, end-next)
+			for _, s := range lines[next:end] {
+				recs = append(recs, &kgo.Record{Topic: "sentences", Value: []byte(s)})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				p.done <- fmt.Errorf("producing sentences %d to %d: %w", next, end, err)
+				return
+			}
+			next = end
+			p.mu.Lock()
+			p.acked = end
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.stop:
+		default:
+			close(p.stop)
+		}
+	})
+	return p
+}
+
+// produced returns how many sentences were acknowledged so far.
+func (p *fencingProducer) produced() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked
+}
+
+// waitAck waits for the next acknowledged batch.
+func (p *fencingProducer) waitAck(t *testing.T) {
+	t.Helper()
+	n := p.produced()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.produced() == n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the producer acknowledged nothing for 10s (at %d sentences)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// finish stops the producer and returns the sentences it produced.
+func (p *fencingProducer) finish(t *testing.T) []string {
+	t.Helper()
+	close(p.stop)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the producer did not stop within 60s")
+	}
+	return p.lines[:p.produced()]
+}
+
+// fenceReadRange reads the partitions of topic, read committed and with the control records
+// (transaction markers), from the offsets from up to the offsets to (exclusive), and returns
+// the records by partition in offset order. Partitions with from >= to are skipped.
+func fenceReadRange(ctx context.Context, addr, topic string, from map[int32]kgo.Offset, to map[int32]int64) (map[int32][]*kgo.Record, error) {
+	start := map[int32]kgo.Offset{}
+	want := map[int32]int64{}
+	for p, end := range to {
+		if end > 0 {
+			if o, ok := from[p]; ok {
+				if at := o.EpochOffset().Offset; at >= 0 && at >= end {
+					continue
+				}
+				start[p] = o
+			} else {
+				start[p] = kgo.NewOffset().AtStart()
+			}
+			want[p] = end
+		}
+	}
+	out := map[int32][]*kgo.Record{}
+	if len(want) == 0 {
+		return out, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("reading %s: %w (partitions not read to their end: %v)", topic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			out[r.Partition] = append(out[r.Partition], r)
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+// fenceReadAll reads topic read committed from its start to its current end.
+func fenceReadAll(t *testing.T, addr, topic string) map[int32][]*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	recs, err := fenceReadRange(ctx, addr, topic, nil, topicEnds(t, addr, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// fenceBacklog returns, for each partition of topics that the group has not processed to
+// its end, why: an open transaction (the last stable offset is behind the end), or committed
+// records after the group's committed offset. Transaction markers after the committed offset
+// are not a backlog.
+func fenceBacklog(t *testing.T, addr string, topics ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cl := newKafkaClient(t, addr)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	committed, err := adm.FetchOffsets(ctx, e2eApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var behind []string
+	for _, topic := range topics {
+		ends := topicEnds(t, addr, topic)
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := map[int32]kgo.Offset{}
+		to := map[int32]int64{}
+		for p, end := range ends {
+			at := int64(0)
+			if o, ok := committed.Lookup(topic, p); ok && o.Err == nil {
+				at = o.At
+			}
+			if at >= end {
+				continue
+			}
+			if lso, ok := stable.Lookup(topic, p); ok && lso.Err == nil && lso.Offset < end {
+				behind = append(behind, fmt.Sprintf("%s/%d: transaction open (committed %d, stable %d, end %d)", topic, p, at, lso.Offset, end))
+				continue
+			}
+			from[p] = kgo.NewOffset().At(at)
+			to[p] = end
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		recs, err := fenceReadRange(rctx, addr, topic, from, to)
+		rcancel()
+		if err != nil {
+			behind = append(behind, err.Error())
+			continue
+		}
+		for p, rs := range recs {
+			data := 0
+			for _, r := range rs {
+				if !r.Attrs.IsControl() {
+					data++
+				}
+			}
+			if data > 0 {
+				behind = append(behind, fmt.Sprintf("%s/%d: %d committed records after the committed offset %d (end %d)",
+					topic, p, data, from[p].EpochOffset().Offset, to[p]))
+			}
+		}
+	}
+	return behind
+}
+
+// fenceWaitProcessed waits until the group has processed every committed record of the
+// sentences and the repartition topic.
+func fenceWaitProcessed(t *testing.T, addr string, timeout time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		behind := fenceBacklog(t, addr, "sentences", e2eRepart)
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the group did not process its input within %v: %v", timeout, behind)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fenceLastError returns the error of the last line of the instance that has one.
+func fenceLastError(p *appProcess) string {
+	lines := fenceLines(p)
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := lines[i]; l.Error != nil && l.Level == "error" {
+			return fmt.Sprintf("%q: %v", l.Message, l.Error)
+		}
+	}
+	return "no error logged"
+}
+
+// startFencingApp starts `statehost run` as startApp does, with --log-level
+// $STATEHOST_FENCING_LOG_LEVEL when set (debug shows the client's transaction and group
+// steps).
+func startFencingApp(t *testing.T, bin, cfg, name string) *appProcess {
+	t.Helper()
+	level := os.Getenv("STATEHOST_FENCING_LOG_LEVEL")
+	if level == "" {
+		return startApp(t, bin, cfg, name)
+	}
+	p := &appProcess{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--config", cfg, "--log-json", "--log-level", level)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			p.code = exit.ExitCode()
+		case err != nil:
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			log := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%s.log", t.Name(), strings.ReplaceAll(name, " ", "-")))
+			if err := os.WriteFile(log, []byte(p.stderr.String()), 0o644); err == nil {
+				t.Logf("stderr of %s (exit %d) written to %s", p.name, p.code, log)
+			}
+		}
+	})
+	return p
+}
+
+// TestFencingPausedInstance freezes an instance with SIGSTOP in the middle of a transaction,
+// lets the other take over its tasks, resumes it, and checks that the resumed zombie could
+// not commit for the partitions it lost: it reports the aborted transaction or the lost
+// partitions, and the output and the changelog, read committed, hold every count exactly
+// once.
+func TestFencingPausedInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the statehost program")
+	}
+	bin := buildBinary(t)
+	buildModules(t)
+	dir := t.TempDir()
+	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	addr := broker.addr
+	cfgA := writeFencingConfig(t, filepath.Join(dir, "a"), addr)
+	cfgB := writeFencingConfig(t, filepath.Join(dir, "b"), addr)
+
+	t0 := time.Now()
+	mark := func(format string, args ...any) {
+		t.Helper()
+		t.Logf("%7.2fs  %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	a := startFencingApp(t, bin, cfgA, "instance A")
+	a.waitTasks(t, 60*time.Second)
+	mark("A runs the %d tasks", e2eTasks)
+	t.Cleanup(func() { syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT) }) // before the kill
+
+	all, _ := wordgen.Sentences(200000, 13)
+	prod := startFencingProducer(t, addr, all)
+	time.Sleep(2 * time.Second)
+	mark("A processed alone; %d sentences produced", prod.produced())
+
+	b := startFencingApp(t, bin, cfgB, "instance B")
+	mark("B started")
+	var ownedA, ownedB map[string]bool
+	a.waitLog(t, 90*time.Second, "the tasks shared by A and B", func() bool {
+		if b.exited() {
+			t.Fatalf("B exited %d", b.code)
+		}
+		ownedA, ownedB = fenceRunning(fenceLines(a)), fenceRunning(fenceLines(b))
+		if len(ownedA) == 0 || len(ownedB) == 0 || len(ownedA)+len(ownedB) != e2eTasks {
+			return false
+		}
+		for id := range ownedB {
+			if ownedA[id] {
+				return false
+			}
+		}
+		return true
+	})
+	mark("tasks shared: A runs %v, B runs %v", slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(ownedB)))
+	time.Sleep(2 * time.Second)
+	ownedA = fenceRunning(fenceLines(a))
+	if len(ownedA) == 0 {
+		t.Fatal("A runs no task any more before the pause")
+	}
+	lostParts := map[string]bool{}
+	for id := range ownedA {
+		lostParts[fenceTaskInput(id)] = true
+	}
+
+	// Freeze A just after a batch was acknowledged: A is fetching and processing it, inside
+	// the transaction that its next commit (every 100ms) would end.
+	prod.waitAck(t)
+	time.Sleep(10 * time.Millisecond)
+	nB := len(fenceLines(b))
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	mark("SIGSTOP A (running %v, input partitions %v); %d sentences produced",
+		slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(lostParts)), prod.produced())
+	time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its log
+	nA := len(fenceLines(a))
+
+	var assignedAt, takenAt time.Duration
+	for {
+		linesB := fenceLines(b)[nB:]
+		if assignedAt == 0 {
+			got := fenceAssigned(linesB)
+			covered := true
+			for tp := range lostParts {
+				covered = covered && got[tp]
+			}
+			if covered {
+				assignedAt = time.Since(paused)
+				mark("B was assigned A's partitions %v after %v", slices.Sorted(maps.Keys(lostParts)), assignedAt.Round(time.Millisecond))
+			}
+		}
+		if takenAt == 0 && len(fenceRunning(fenceLines(b))) == e2eTasks {
+			takenAt = time.Since(paused)
+			mark("B runs the %d tasks, %v after the pause", e2eTasks, takenAt.Round(time.Millisecond))
+		}
+		if b.exited() {
+			t.Fatalf("B exited %d while A was frozen", b.code)
+		}
+		if assignedAt != 0 && time.Since(paused) >= fencingPause {
+			break
+		}
+		if time.Since(paused) > 60*time.Second {
+			t.Fatalf("B was not assigned A's partitions %v within 60s of the pause", slices.Sorted(maps.Keys(lostParts)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	nA2 := len(fenceLines(a))
+	if nA2 != nA {
+		t.Errorf("A logged %d lines while frozen", nA2-nA)
+	}
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	mark("SIGCONT A after %v frozen; %d sentences produced", resumed.Sub(paused).Round(time.Millisecond), prod.produced())
+
+	// The zombie finds out: its commit is refused ("transaction aborted"), or the group
+	// tells it that its partitions are gone ("partitions lost").
+	fenced := func() []fenceLine {
+		var out []fenceLine
+		for _, l := range fenceLines(a)[nA:] {
+			if l.Message == "transaction aborted" || l.Message == "partitions lost" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(fenced()) == 0 && !a.exited() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // both lines come when both do
+	found := fenced()
+	for _, l := range found {
+		mark("A logged %q (%s): reason=%v error=%v partitions=%s", l.Message, l.Level, l.Reason, l.Error, l.Partitions)
+		if l.Message == "transaction aborted" && l.Level != "warn" {
+			t.Errorf("\"transaction aborted\" logged at level %q, want warn", l.Level)
+		}
+	}
+	if len(found) == 0 {
+		t.Errorf("A logged neither \"transaction aborted\" nor \"partitions lost\" after SIGCONT (within %v, or before it exited)",
+			time.Since(resumed).Round(time.Millisecond))
+	}
+
+	// Informational: whether the broker aborted A's transaction on its timeout (A was
+	// frozen inside it and did not end it in time itself).
+	for _, l := range fenceLines(a) {
+		if l.TxnID != "" && strings.Contains(broker.log.String(), "txn timeout abort: txn_id="+l.TxnID+" ") {
+			mark("the broker aborted a transaction of A (%s) on its timeout", l.TxnID)
+		}
+	}
+
+	// A rejoins the group and gets tasks again, or exits cleanly.
+	deadline = time.Now().Add(90 * time.Second)
+	for !a.exited() {
+		if slices.ContainsFunc(fenceLines(a)[nA:], func(l fenceLine) bool { return l.Message == "task running" }) {
+			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("A runs no task within 90s of SIGCONT")
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a.exited() {
+		mark("A exited %d after SIGCONT: %s", a.code, fenceLastError(a))
+		if a.code != 0 {
+			t.Errorf("A exited %d after SIGCONT, want it to go on or exit 0: %s", a.code, fenceLastError(a))
+		}
+	}
+
+	time.Sleep(2 * time.Second)
+	lines := prod.finish(t)
+	mark("producer stopped after %d sentences", len(lines))
+	if b.exited() {
+		t.Fatalf("B exited %d: %s", b.code, fenceLastError(b))
+	}
+	if err := fenceWaitProcessed(t, addr, 120*time.Second); err != nil {
+		t.Error(err)
+	} else {
+		mark("the group processed all its input: A runs %v, B runs %v",
+			slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))), slices.Sorted(maps.Keys(fenceRunning(fenceLines(b)))))
+	}
+
+	for _, p := range []*appProcess{a, b} {
+		warns := map[string]int{}
+		for _, l := range fenceLines(p) {
+			if l.Level == "warn" || l.Level == "error" {
+				if warns[l.Message]++; warns[l.Message] <= 3 {
+					t.Logf("%s: %s", p.name, l.raw)
+				}
+			}
+		}
+		for msg, n := range warns {
+			if n > 3 {
+				t.Logf("%s: %d more lines %q", p.name, n-3, msg)
+			}
+		}
+	}
+	for _, p := range []*appProcess{a, b} {
+		if p.exited() {
+			continue
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, 60*time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0: %s", p.name, code, fenceLastError(p))
+		} else {
+			mark("%s stopped with exit 0", p.name)
+		}
+	}
+
+	ref := map[string]int{}
+	for _, s := range lines {
+		for _, w := range strings.Fields(s) {
+			ref[w]++
+		}
+	}
+	checkFencingOutput(t, addr, ref)
+	mark("output and changelog checked: %d sentences, %d words", len(lines), len(ref))
+}
+
+// checkFencingOutput checks word-counts and the changelog, read committed, against ref: every
+// word's counts are 1, 2, ... ref[word] in offset order, no duplicate and no gap, and the
+// changelog's last value of every word is its count.
+func checkFencingOutput(t *testing.T, addr string, ref map[string]int) {
+	t.Helper()
+	type seen struct {
+		last      int
+		partition int32
+		offset    int64
+	}
+	words := map[string]*seen{}
+	bad := 0
+	var records, markers int
+	out := fenceReadAll(t, addr, "word-counts")
+	for _, p := range slices.Sorted(maps.Keys(out)) {
+		for _, r := range out[p] {
+			if r.Attrs.IsControl() {
+				markers++
+				continue
+			}
+			records++
+			w := string(r.Key)
+			s := words[w]
+			if s == nil {
+				s = &seen{}
+				words[w] = s
+			}
+			n, err := strconv.Atoi(string(r.Value))
+			if err != nil || n != s.last+1 {
+				if bad++; bad <= 10 {
+					what := "a gap"
+					if err == nil && n <= s.last {
+						what = "a duplicate"
+					}
+					t.Errorf("word-counts: %q = %q at partition %d offset %d after %d at partition %d offset %d: %s",
+						w, r.Value, r.Partition, r.Offset, s.last, s.partition, s.offset, what)
+				}
+			}
+			if err == nil {
+				s.last = n
+			}
+			s.partition, s.offset = r.Partition, r.Offset
+		}
+	}
+	t.Logf("word-counts: %d committed records and %d transaction markers, %d out of sequence", records, markers, bad)
+	if bad > 0 {
+		t.Errorf("word-counts: %d counts out of sequence (duplicates or gaps)", bad)
+	}
+	wrong := 0
+	for _, w := range slices.Sorted(maps.Keys(ref)) {
+		got := 0
+		if s := words[w]; s != nil {
+			got = s.last
+		}
+		if got == ref[w] {
+			continue
+		}
+		if wrong++; wrong <= 10 {
+			t.Errorf("word-counts: %q ends at %d, want %d", w, got, ref[w])
+		}
+	}
+	for w := range words {
+		if _, ok := ref[w]; !ok {
+			t.Errorf("word-counts: %q was never produced", w)
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("word-counts: %d of %d words end at a wrong count", wrong, len(ref))
+	}
+
+	latest := map[string]string{}
+	for _, rs := range fenceReadAll(t, addr, e2eChangelog) {
+		for _, r := range rs {
+			if r.Attrs.IsControl() {
+				continue
+			}
+			if r.Value == nil {
+				delete(latest, string(r.Key))
+			} else {
+				latest[string(r.Key)] = string(r.Value)
+			}
+		}
+	}
+	want := wordgen.Strings(ref)
+	diff := 0
+	for _, w := range slices.Sorted(maps.Keys(want)) {
+		if latest[w] == want[w] {
+			continue
+		}
+		if diff++; diff <= 10 {
+			t.Errorf("%s: %q = %q, want %q", e2eChangelog, w, latest[w], want[w])
+		}
+	}
+	if len(latest) != len(want) || diff > 0 {
+		t.Errorf("%s: %d keys, %d differ from the reference's %d", e2eChangelog, len(latest), diff, len(want))
+	}
+}
