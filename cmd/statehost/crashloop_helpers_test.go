@@ -19,52 +19,6 @@ import (
 
 // Helpers of the crash-loop tests (crashloop_test.go).
 
-// writeCrashLoopConfig writes the word-count configuration of the crash-loop test into dir,
-// for the broker at addr and the processing guarantee g, and returns its path. The state
-// directory is dir/state (the app's: appStateDir(dir)).
-func writeCrashLoopConfig(t *testing.T, dir, addr, g string) string {
-	t.Helper()
-	mods := buildModules(t)
-	commit := "" // exactly_once: its default, 100ms
-	if g == "at_least_once" {
-		commit = "commit_interval      = \"200ms\"\n"
-	}
-	src := fmt.Sprintf(`application_id       = %q
-state_dir            = %q
-processing_guarantee = %q
-session_timeout      = "2s"
-%skafka {
-  brokers = [%q]
-}
-admin {
-  listen = ""
-}
-topic "sentences" {
-  partitions = 4
-}
-repartition "words" {
-  partitions = 3
-}
-processor "tokenize" {
-  module  = %q
-  inputs  = ["sentences"]
-  outputs = ["words"]
-}
-processor "count" {
-  module  = %q
-  inputs  = ["words"]
-  outputs = ["word-counts"]
-  store "counts" {
-    logging {
-      enabled      = true
-      topic_config = { "min.compaction.lag.ms" = "0" }
-    }
-  }
-}
-`, e2eApp, filepath.Join(dir, "state"), g, commit, addr, mods["tokenize"], mods["count"])
-	return writeFile(t, dir, "crashloop.hcl", src)
-}
-
 // crashProduce writes lines to topic in batches of size, one batch every interval,
 // with a client of its own. The returned channel receives nil, or the first error, once
 // every line was acknowledged (or ctx ended).

@@ -83,7 +83,12 @@ func crashLoop(t *testing.T, guarantee string) {
 	dir := t.TempDir()
 	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
 	addr := broker.addr
-	cfg := writeCrashLoopConfig(t, dir, addr, guarantee)
+	// exactly_once keeps its default commit interval, 100ms.
+	opts := appOptions{guarantee: guarantee, sessionTimeout: 2 * time.Second}
+	if guarantee == "at_least_once" {
+		opts.commitInterval = 200 * time.Millisecond
+	}
+	cfg := writeAppConfigWith(t, dir, addr, opts)
 	stateDir := appStateDir(dir)
 
 	kills, n, seed := *crashKills, *crashSentences, *crashSeed

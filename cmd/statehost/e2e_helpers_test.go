@@ -74,15 +74,39 @@ func buildModules(t *testing.T) map[string]string {
 // returns its path; the state directory is dir/state, so the app's is dir/state/wordcount.
 func writeAppConfig(t *testing.T, dir, addr string, logging bool) string {
 	t.Helper()
+	return writeAppConfigWith(t, dir, addr, appOptions{commitInterval: e2eCommit, loggingDisabled: !logging})
+}
+
+// appOptions vary the word-count configuration that writeAppConfigWith writes.
+type appOptions struct {
+	guarantee       string        // processing_guarantee; "": the default
+	commitInterval  time.Duration // 0: the guarantee's default
+	sessionTimeout  time.Duration // 0: the default
+	loggingDisabled bool
+}
+
+// writeAppConfigWith writes the word-count configuration with the options o into dir (created
+// when missing) as app.hcl, and returns its path; the state directory is dir/state.
+func writeAppConfigWith(t *testing.T, dir, addr string, o appOptions) string {
+	t.Helper()
 	mods := buildModules(t)
+	var top strings.Builder
+	if o.guarantee != "" {
+		fmt.Fprintf(&top, "processing_guarantee = %q\n", o.guarantee)
+	}
+	if o.commitInterval > 0 {
+		fmt.Fprintf(&top, "commit_interval = %q\n", o.commitInterval.String())
+	}
+	if o.sessionTimeout > 0 {
+		fmt.Fprintf(&top, "session_timeout = %q\n", o.sessionTimeout.String())
+	}
 	logBlock := "logging {\n      enabled      = true\n      topic_config = { \"min.compaction.lag.ms\" = \"0\" }\n    }"
-	if !logging {
+	if o.loggingDisabled {
 		logBlock = "logging {\n      enabled = false\n    }"
 	}
 	src := fmt.Sprintf(`application_id  = %q
 state_dir       = %q
-commit_interval = %q
-kafka {
+%skafka {
   brokers = [%q]
 }
 admin {
@@ -107,7 +131,10 @@ processor "count" {
     %s
   }
 }
-`, e2eApp, filepath.Join(dir, "state"), e2eCommit.String(), addr, mods["tokenize"], mods["count"], logBlock)
+`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, mods["tokenize"], mods["count"], logBlock)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "app.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -125,14 +152,16 @@ type appProcess struct {
 	stderr syncBuffer
 	done   chan struct{}
 	code   int // the exit code once done is closed; -1 when a signal ended it
+
+	logFile string // where a failed test writes stderr; "": the test log
 }
 
-// startApp starts `statehost run --config cfg --log-json`. Cleanup kills it if it still runs,
-// and logs its stderr if the test failed.
-func startApp(t *testing.T, bin, cfg, name string) *appProcess {
+// startApp starts `statehost run --config cfg --log-json [args]`. Cleanup kills it if it
+// still runs, and logs its stderr (or writes it to p.logFile when set) if the test failed.
+func startApp(t *testing.T, bin, cfg, name string, args ...string) *appProcess {
 	t.Helper()
 	p := &appProcess{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfg, "--log-json")
+	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -153,7 +182,13 @@ func startApp(t *testing.T, bin, cfg, name string) *appProcess {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() {
+		switch {
+		case !t.Failed():
+		case p.logFile != "":
+			if err := os.WriteFile(p.logFile, []byte(p.stderr.String()), 0o644); err == nil {
+				t.Logf("stderr of %s (exit %d) written to %s", p.name, p.code, p.logFile)
+			}
+		default:
 			t.Logf("stderr of %s (exit %d):\n%s", p.name, p.code, p.stderr.String())
 		}
 	})

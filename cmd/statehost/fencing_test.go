@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,65 +28,43 @@ import (
 // A's session times out; A, resumed, finds out that it lost them and must not commit what it
 // had begun. The output and the changelog, read committed, must then hold every count exactly
 // once.
+//
+// Two pause durations, both past the session timeout (subtests of TestFencingPausedInstance):
+//   - shorter than the transaction timeout: A comes back with its transaction still open on
+//     the broker and tries to finish it; its commit carries a stale group generation.
+//   - longer than the transaction timeout: the broker aborts A's open transaction and bumps
+//     its producer epoch while A is frozen, so that A's producer comes back fenced
+//     (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH); A must reset it (a new transactional
+//     producer) or handle the abort as an ordinary one, rejoin the group and run tasks again.
 
 const (
 	// fencingSession is the session timeout of the instances: how long the group waits for
 	// the frozen A before it gives its tasks to B.
 	fencingSession = 2 * time.Second
-	// fencingPause is how long A stays frozen at least: well past the session timeout, and
-	// less than the transaction timeout of an instance (10s or more), so that A comes back
-	// with its transaction still open and tries to finish it.
-	fencingPause = 8 * time.Second
+	// fencingTxnTimeout is the transaction timeout of the instances: transactionTimeout in
+	// host/runtime/txn.go, max(10s, 3*commit_interval), with the default commit interval of
+	// exactly_once (100ms). The test checks it against the broker's description of A's
+	// transaction.
+	fencingTxnTimeout = 10 * time.Second
 	// The background producer writes fencingBatch sentences every fencingEvery, round robin
 	// over the 4 partitions of sentences: every task of A has records to process in every
 	// commit interval (100ms), so A is practically always inside a transaction.
 	fencingBatch = 8
 	fencingEvery = 25 * time.Millisecond
+	// fencingFreezeAttempts is how many times the test tries to freeze A inside a transaction
+	// open on the broker; a miss resumes A after ~0.2s, far below the session timeout.
+	fencingFreezeAttempts = 20
 )
 
-// writeFencingConfig writes the word-count configuration of one instance into dir, with its
-// own state directory dir/state, and returns its path.
-func writeFencingConfig(t *testing.T, dir, addr string) string {
-	t.Helper()
-	mods := buildModules(t)
-	// No commit_interval: exactly_once commits every 100ms by default.
-	src := fmt.Sprintf(`application_id       = %q
-state_dir            = %q
-processing_guarantee = "exactly_once"
-session_timeout      = %q
-kafka {
-  brokers = [%q]
+// fencingCase is a subtest of TestFencingPausedInstance: how long A stays frozen.
+type fencingCase struct {
+	name  string
+	pause time.Duration
 }
-admin {
-  listen = ""
-}
-topic "sentences" {
-  partitions = 4
-}
-repartition "words" {
-  partitions = 3
-}
-processor "tokenize" {
-  module  = %q
-  inputs  = ["sentences"]
-  outputs = ["words"]
-}
-processor "count" {
-  module  = %q
-  inputs  = ["words"]
-  outputs = ["word-counts"]
-  store "counts" {}
-}
-`, e2eApp, filepath.Join(dir, "state"), fencingSession.String(), addr, mods["tokenize"], mods["count"])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "app.hcl")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+
+// timesOut reports whether the broker aborts A's transaction on its timeout while A is
+// frozen.
+func (c fencingCase) timesOut() bool { return c.pause > fencingTxnTimeout }
 
 // fenceLine is a JSON log line of an instance with the fields this test reads.
 type fenceLine struct {
@@ -101,6 +77,7 @@ type fenceLine struct {
 	Reason     any             `json:"reason"`
 	Error      any             `json:"error"`
 	TxnID      string          `json:"transactional_id"`
+	Action     string          `json:"action"`
 	raw        string
 }
 
@@ -411,42 +388,15 @@ func fenceLastError(p *appProcess) string {
 
 // startFencingApp starts `statehost run` as startApp does, with --log-level
 // $STATEHOST_FENCING_LOG_LEVEL when set (debug shows the client's transaction and group
-// steps).
+// steps); then a failed test writes each instance's logs to a file instead of the test log.
 func startFencingApp(t *testing.T, bin, cfg, name string) *appProcess {
 	t.Helper()
 	level := os.Getenv("STATEHOST_FENCING_LOG_LEVEL")
 	if level == "" {
 		return startApp(t, bin, cfg, name)
 	}
-	p := &appProcess{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfg, "--log-json", "--log-level", level)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		var exit *exec.ExitError
-		switch {
-		case errors.As(err, &exit):
-			p.code = exit.ExitCode()
-		case err != nil:
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			log := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%s.log", t.Name(), strings.ReplaceAll(name, " ", "-")))
-			if err := os.WriteFile(log, []byte(p.stderr.String()), 0o644); err == nil {
-				t.Logf("stderr of %s (exit %d) written to %s", p.name, p.code, log)
-			}
-		}
-	})
+	p := startApp(t, bin, cfg, name, "--log-level", level)
+	p.logFile = filepath.Join(os.TempDir(), strings.NewReplacer("/", "_", " ", "-").Replace(t.Name()+"-"+name)+".log")
 	return p
 }
 
@@ -454,29 +404,99 @@ func startFencingApp(t *testing.T, bin, cfg, name string) *appProcess {
 // lets the other take over its tasks, resumes it, and checks that the resumed zombie could
 // not commit for the partitions it lost: it reports the aborted transaction or the lost
 // partitions, and the output and the changelog, read committed, hold every count exactly
-// once.
+// once. It does so for a pause shorter than the transaction timeout (A's transaction is still
+// open when A resumes) and for one longer (the broker aborted it and fenced A's producer).
 func TestFencingPausedInstance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the statehost program")
 	}
 	bin := buildBinary(t)
 	buildModules(t)
+	for _, c := range []fencingCase{
+		{name: "pause_8s_within_txn_timeout", pause: 8 * time.Second},
+		{name: "pause_13s_past_txn_timeout", pause: 13 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) { testFencingPause(t, bin, c) })
+	}
+}
+
+// fenceDescribeTxn returns the broker's description of the transaction of the transactional
+// id.
+func fenceDescribeTxn(t *testing.T, adm *kadm.Client, id string) kadm.DescribedTransaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ds, err := adm.DescribeTransactions(ctx, id)
+	if err != nil {
+		t.Fatalf("describe the transaction of %s: %v", id, err)
+	}
+	d, ok := ds[id]
+	switch {
+	case !ok:
+		t.Fatalf("describe the transaction of %s: not in the response", id)
+	case d.Err != nil:
+		t.Fatalf("describe the transaction of %s: %v", id, d.Err)
+	}
+	return d
+}
+
+// fenceTxnString describes a transaction in a line: its state, producer and epoch, age and
+// partitions.
+func fenceTxnString(d kadm.DescribedTransaction) string {
+	var parts []string
+	d.Topics.Each(func(topic string, p int32) { parts = append(parts, fmt.Sprintf("%s/%d", topic, p)) })
+	slices.Sort(parts)
+	s := fmt.Sprintf("%s, producer %d epoch %d", d.State, d.ProducerID, d.ProducerEpoch)
+	if d.StartTimestamp >= 0 {
+		s += fmt.Sprintf(", began %v ago", time.Since(time.UnixMilli(d.StartTimestamp)).Round(time.Millisecond))
+	}
+	if len(parts) > 0 {
+		s += fmt.Sprintf(", partitions %v", parts)
+	}
+	return s
+}
+
+// testFencingPause runs one case of TestFencingPausedInstance on a broker of its own.
+func testFencingPause(t *testing.T, bin string, c fencingCase) {
+	if c.pause <= fencingSession {
+		t.Fatalf("a pause of %v does not outlast the session timeout %v", c.pause, fencingSession)
+	}
 	dir := t.TempDir()
 	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
 	addr := broker.addr
-	cfgA := writeFencingConfig(t, filepath.Join(dir, "a"), addr)
-	cfgB := writeFencingConfig(t, filepath.Join(dir, "b"), addr)
+	// No commit_interval: exactly_once commits every 100ms by default.
+	fencing := appOptions{guarantee: "exactly_once", sessionTimeout: fencingSession}
+	cfgA := writeAppConfigWith(t, filepath.Join(dir, "a"), addr, fencing)
+	cfgB := writeAppConfigWith(t, filepath.Join(dir, "b"), addr, fencing)
+	admCl := newKafkaClient(t, addr)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
 
 	t0 := time.Now()
 	mark := func(format string, args ...any) {
 		t.Helper()
 		t.Logf("%7.2fs  %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}
+	if c.timesOut() {
+		mark("A frozen %v, longer than the transaction timeout %v: the broker aborts its transaction and fences its producer", c.pause, fencingTxnTimeout)
+	} else {
+		mark("A frozen %v, shorter than the transaction timeout %v: its transaction is still open when it resumes", c.pause, fencingTxnTimeout)
+	}
 
 	a := startFencingApp(t, bin, cfgA, "instance A")
 	a.waitTasks(t, 60*time.Second)
 	mark("A runs the %d tasks", e2eTasks)
 	t.Cleanup(func() { syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT) }) // before the kill
+	var txnA string
+	for _, l := range fenceLines(a) {
+		if l.Message == "exactly-once: transactional producer ready" && l.TxnID != "" {
+			txnA = l.TxnID
+			break
+		}
+	}
+	if txnA == "" {
+		t.Fatal("A logged no \"exactly-once: transactional producer ready\" with its transactional_id")
+	}
 
 	all, _ := wordgen.Sentences(200000, 13)
 	prod := startFencingProducer(t, addr, all)
@@ -503,6 +523,52 @@ func TestFencingPausedInstance(t *testing.T) {
 	})
 	mark("tasks shared: A runs %v, B runs %v", slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(ownedB)))
 	time.Sleep(2 * time.Second)
+
+	// Freeze A just after a batch was acknowledged: A is fetching and processing it, inside
+	// the transaction that its next commit (every 100ms) would end. The broker tells whether
+	// A froze inside a transaction it had begun there (partitions added); if not, A is resumed
+	// at once and frozen again.
+	var (
+		nB, nA int
+		paused time.Time
+		frozen kadm.DescribedTransaction
+	)
+	for attempt := 1; ; attempt++ {
+		if len(fenceRunning(fenceLines(a))) == 0 {
+			t.Fatal("A runs no task any more before the pause")
+		}
+		prod.waitAck(t)
+		time.Sleep(10 * time.Millisecond)
+		nB = len(fenceLines(b))
+		if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		paused = time.Now()
+		time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its log and the broker
+		nA = len(fenceLines(a))
+		frozen = fenceDescribeTxn(t, adm, txnA)
+		if got := time.Duration(frozen.TimeoutMillis) * time.Millisecond; got != fencingTxnTimeout {
+			t.Fatalf("A's transaction timeout is %v on the broker, want %v: the pauses of the subtests no longer fall on either side of it", got, fencingTxnTimeout)
+		}
+		// Inside a transaction, and one that expires on the intended side of the pause's end
+		// (it began at most a commit interval or so before the freeze).
+		inside := frozen.State == "Ongoing" && len(frozen.Topics) > 0 && frozen.StartTimestamp >= 0
+		if inside {
+			expires := time.UnixMilli(frozen.StartTimestamp).Add(fencingTxnTimeout)
+			inside = c.timesOut() == expires.Before(paused.Add(c.pause))
+		}
+		if inside {
+			break
+		}
+		if attempt == fencingFreezeAttempts {
+			t.Fatalf("A was not frozen inside a suitable transaction in %d attempts, the last: %s", attempt, fenceTxnString(frozen))
+		}
+		if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		mark("A frozen outside a suitable transaction (%s): resumed, to freeze it again", fenceTxnString(frozen))
+		time.Sleep(300 * time.Millisecond)
+	}
 	ownedA = fenceRunning(fenceLines(a))
 	if len(ownedA) == 0 {
 		t.Fatal("A runs no task any more before the pause")
@@ -511,22 +577,12 @@ func TestFencingPausedInstance(t *testing.T) {
 	for id := range ownedA {
 		lostParts[fenceTaskInput(id)] = true
 	}
-
-	// Freeze A just after a batch was acknowledged: A is fetching and processing it, inside
-	// the transaction that its next commit (every 100ms) would end.
-	prod.waitAck(t)
-	time.Sleep(10 * time.Millisecond)
-	nB := len(fenceLines(b))
-	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	paused := time.Now()
 	mark("SIGSTOP A (running %v, input partitions %v); %d sentences produced",
 		slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(lostParts)), prod.produced())
-	time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its log
-	nA := len(fenceLines(a))
+	mark("A's transaction on the broker: %s; it expires %v after the pause", fenceTxnString(frozen),
+		time.UnixMilli(frozen.StartTimestamp).Add(fencingTxnTimeout).Sub(paused).Round(time.Millisecond))
 
-	var assignedAt, takenAt time.Duration
+	var assignedAt, takenAt, abortedAt time.Duration
 	for {
 		linesB := fenceLines(b)[nB:]
 		if assignedAt == 0 {
@@ -544,16 +600,39 @@ func TestFencingPausedInstance(t *testing.T) {
 			takenAt = time.Since(paused)
 			mark("B runs the %d tasks, %v after the pause", e2eTasks, takenAt.Round(time.Millisecond))
 		}
+		if abortedAt == 0 {
+			if d := fenceDescribeTxn(t, adm, txnA); d.ProducerEpoch != frozen.ProducerEpoch || d.State != "Ongoing" {
+				abortedAt = time.Since(paused)
+				mark("the broker ended A's transaction %v after the pause: %s", abortedAt.Round(time.Millisecond), fenceTxnString(d))
+			}
+		}
 		if b.exited() {
 			t.Fatalf("B exited %d while A was frozen", b.code)
 		}
-		if assignedAt != 0 && time.Since(paused) >= fencingPause {
+		if assignedAt != 0 && time.Since(paused) >= c.pause {
 			break
 		}
 		if time.Since(paused) > 60*time.Second {
 			t.Fatalf("B was not assigned A's partitions %v within 60s of the pause", slices.Sorted(maps.Keys(lostParts)))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The premise of the case, on the broker: A's transaction is open still, or it was
+	// aborted on its timeout and A's producer epoch bumped.
+	before := fenceDescribeTxn(t, adm, txnA)
+	mark("A's transaction on the broker before SIGCONT: %s", fenceTxnString(before))
+	timedOut := strings.Contains(broker.log.String(), "txn timeout abort: txn_id="+txnA+" ")
+	if c.timesOut() {
+		if before.ProducerEpoch <= frozen.ProducerEpoch || before.State == "Ongoing" {
+			t.Errorf("the broker did not abort A's transaction on its timeout and bump its epoch while A was frozen: %s (frozen at epoch %d)",
+				fenceTxnString(before), frozen.ProducerEpoch)
+		}
+		if !timedOut {
+			t.Errorf("the broker logged no \"txn timeout abort\" for A's transactional id %s", txnA)
+		}
+	} else if before.State != "Ongoing" || before.ProducerEpoch != frozen.ProducerEpoch {
+		t.Errorf("A's transaction did not stay open while A was frozen: %s (frozen at epoch %d)", fenceTxnString(before), frozen.ProducerEpoch)
 	}
 
 	nA2 := len(fenceLines(a))
@@ -584,7 +663,7 @@ func TestFencingPausedInstance(t *testing.T) {
 	time.Sleep(time.Second) // both lines come when both do
 	found := fenced()
 	for _, l := range found {
-		mark("A logged %q (%s): reason=%v error=%v partitions=%s", l.Message, l.Level, l.Reason, l.Error, l.Partitions)
+		mark("A logged %q (%s): reason=%v error=%v partitions=%s action=%q", l.Message, l.Level, l.Reason, l.Error, l.Partitions, l.Action)
 		if l.Message == "transaction aborted" && l.Level != "warn" {
 			t.Errorf("\"transaction aborted\" logged at level %q, want warn", l.Level)
 		}
@@ -596,16 +675,17 @@ func TestFencingPausedInstance(t *testing.T) {
 
 	// Informational: whether the broker aborted A's transaction on its timeout (A was
 	// frozen inside it and did not end it in time itself).
-	for _, l := range fenceLines(a) {
-		if l.TxnID != "" && strings.Contains(broker.log.String(), "txn timeout abort: txn_id="+l.TxnID+" ") {
-			mark("the broker aborted a transaction of A (%s) on its timeout", l.TxnID)
-		}
+	if timedOut {
+		mark("the broker aborted a transaction of A (%s) on its timeout", txnA)
 	}
 
-	// A rejoins the group and gets tasks again, or exits cleanly.
+	// A rejoins the group and gets tasks again, or (within the transaction timeout only)
+	// exits cleanly.
 	deadline = time.Now().Add(90 * time.Second)
+	rejoined := false
 	for !a.exited() {
 		if slices.ContainsFunc(fenceLines(a)[nA:], func(l fenceLine) bool { return l.Message == "task running" }) {
+			rejoined = true
 			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))))
 			break
 		}
@@ -619,6 +699,38 @@ func TestFencingPausedInstance(t *testing.T) {
 		mark("A exited %d after SIGCONT: %s", a.code, fenceLastError(a))
 		if a.code != 0 {
 			t.Errorf("A exited %d after SIGCONT, want it to go on or exit 0: %s", a.code, fenceLastError(a))
+		} else if c.timesOut() {
+			t.Errorf("A exited 0 after SIGCONT, want it to rejoin the group with a new transactional producer and run tasks again")
+		}
+	}
+	fenceLogResumed(t, a, nA, resumed)
+
+	if c.timesOut() {
+		// A's producer was fenced: it must have found out through an aborted transaction,
+		// reset (a new transactional producer) or ordinary.
+		var aborted []fenceLine
+		for _, l := range found {
+			if l.Message == "transaction aborted" {
+				aborted = append(aborted, l)
+			}
+		}
+		switch {
+		case len(aborted) == 0:
+			t.Errorf("A's producer was fenced, but A logged no \"transaction aborted\" after SIGCONT")
+		case slices.ContainsFunc(aborted, func(l fenceLine) bool { return l.Action != "" }):
+			mark("A reset its fenced transactional producer (\"transaction aborted\" with an action)")
+		default:
+			mark("A handled its fenced producer as an ordinary abort")
+		}
+		if rejoined {
+			ready := 0
+			for _, l := range fenceLines(a)[nA:] {
+				if l.Message == "exactly-once: transactional producer ready" {
+					ready++
+				}
+			}
+			mark("A logged \"exactly-once: transactional producer ready\" %d times after SIGCONT; its transactional id on the broker: %s",
+				ready, fenceTxnString(fenceDescribeTxn(t, adm, txnA)))
 		}
 	}
 
@@ -672,6 +784,32 @@ func TestFencingPausedInstance(t *testing.T) {
 	}
 	checkFencingOutput(t, addr, ref)
 	mark("output and changelog checked: %d sentences, %d words", len(lines), len(ref))
+}
+
+// fenceLogResumed logs what A logged from SIGCONT on (from its line from), debug lines
+// left out, each with its time since resumed.
+func fenceLogResumed(t *testing.T, a *appProcess, from int, resumed time.Time) {
+	t.Helper()
+	const most = 60
+	shown, skipped := 0, 0
+	for _, l := range fenceLines(a)[from:] {
+		if l.Level == "debug" || l.Level == "trace" {
+			continue
+		}
+		if shown == most {
+			skipped++
+			continue
+		}
+		shown++
+		at := "?"
+		if ts, err := time.Parse(time.RFC3339Nano, l.Time); err == nil {
+			at = fmt.Sprintf("%+.3fs", ts.Sub(resumed).Seconds())
+		}
+		t.Logf("A after SIGCONT %s: %s", at, l.raw)
+	}
+	if skipped > 0 {
+		t.Logf("A after SIGCONT: %d more lines", skipped)
+	}
 }
 
 // checkFencingOutput checks word-counts and the changelog, read committed, against ref: every

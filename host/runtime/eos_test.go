@@ -65,11 +65,7 @@ func TestWordCountExactlyOnce(t *testing.T) {
 	}
 
 	in = start(t, cfg, brokers)
-	lines, more := wordgen.Sentences(500, 2)
-	produce(t, cl, "sentences", lines...)
-	for k, v := range more {
-		ref[k] += v
-	}
+	feed(t, cl, ref, 500, 2)
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if n := in.events.restored()["counts"]; n != 0 {
 		t.Errorf("the clean restart restored %d records, want 0", n)
@@ -91,18 +87,11 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 	cl, _ := client(t, brokers)
 
 	ref := map[string]int{}
-	feed := func(n, seed int) {
-		lines, more := wordgen.Sentences(n, seed)
-		produce(t, cl, "sentences", lines...)
-		for k, v := range more {
-			ref[k] += v
-		}
-	}
 	a := start(t, cfgA, brokers)
-	feed(500, 5)
+	feed(t, cl, ref, 500, 5)
 	b := start(t, cfgB, brokers)
 	for i := range 10 {
-		feed(100, 10+i)
+		feed(t, cl, ref, 100, 10+i)
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitFor(t, 60*time.Second, "the second instance to run tasks", func() bool { return running(b.rt) > 0 })
@@ -111,7 +100,7 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		feed(100, 30+i)
+		feed(t, cl, ref, 100, 30+i)
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitFor(t, 60*time.Second, "the first instance to take all tasks back", func() bool { return running(a.rt) == 7 })

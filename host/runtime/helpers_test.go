@@ -17,6 +17,7 @@ import (
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/topictest"
+	"github.com/statehost/statehost/internal/wordgen"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 	"github.com/statehost/statehost/restore"
 )
@@ -195,6 +196,17 @@ func produce(t testing.TB, cl *kgo.Client, topic string, values ...string) {
 	}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// feed produces n sentences of wordgen's seed to the topic sentences and adds their words to
+// the reference counts ref.
+func feed(t testing.TB, cl *kgo.Client, ref map[string]int, n, seed int) {
+	t.Helper()
+	lines, more := wordgen.Sentences(n, seed)
+	produce(t, cl, "sentences", lines...)
+	for k, v := range more {
+		ref[k] += v
 	}
 }
 

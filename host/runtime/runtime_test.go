@@ -140,11 +140,7 @@ func TestRestartAndRestore(t *testing.T) {
 
 	// A clean restart: the checkpoints are at the changelog's end.
 	in = start(t, cfg, brokers)
-	lines, more := wordgen.Sentences(500, 3)
-	produce(t, cl, "sentences", lines...)
-	for k, v := range more {
-		ref[k] += v
-	}
+	feed(t, cl, ref, 500, 3)
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if got := in.events.restored()["counts"]; got != 0 {
 		t.Errorf("clean restart restored %d records, want 0", got)
@@ -159,11 +155,7 @@ func TestRestartAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	in = start(t, cfg, brokers)
-	lines, more = wordgen.Sentences(500, 4)
-	produce(t, cl, "sentences", lines...)
-	for k, v := range more {
-		ref[k] += v
-	}
+	feed(t, cl, ref, 500, 4)
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if got := in.events.restored()["counts"]; got != int64(changelogRecords) {
 		t.Errorf("restore after deleting the state restored %d records, want the changelog's %d", got, changelogRecords)
@@ -330,11 +322,7 @@ func TestRebalance(t *testing.T) {
 		return running(b.rt) > 0
 	})
 	for i := range 4 {
-		lines, more := wordgen.Sentences(300, 10+i)
-		produce(t, cl, "sentences", lines...)
-		for k, v := range more {
-			ref[k] += v
-		}
+		feed(t, cl, ref, 300, 10+i)
 	}
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	if ra, rb := running(a.rt), running(b.rt); ra+rb != 7 || ra == 0 || rb == 0 {
@@ -346,11 +334,7 @@ func TestRebalance(t *testing.T) {
 	waitFor(t, 60*time.Second, "the first instance to take all tasks back", func() bool {
 		return running(a.rt) == 7
 	})
-	lines, more := wordgen.Sentences(300, 20)
-	produce(t, cl, "sentences", lines...)
-	for k, v := range more {
-		ref[k] += v
-	}
+	feed(t, cl, ref, 300, 20)
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 }
 
