@@ -177,6 +177,13 @@ func (t *tracker) done(r *kgo.Record, err error) {
 	}
 }
 
+// producedSinceWait reports whether records were produced since the last wait.
+func (t *tracker) producedSinceWait() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending > 0 || len(t.acked) > 0 || t.err != nil
+}
+
 // inFlight returns the number of records produced and not yet acknowledged or failed.
 func (t *tracker) inFlight() int {
 	t.mu.Lock()

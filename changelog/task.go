@@ -168,6 +168,10 @@ func (t *Task) Output(r OutputRecord) error {
 	return nil
 }
 
+// HasWork reports whether the task has anything to commit: uncommitted writes, or records
+// produced since its last commit.
+func (t *Task) HasWork() bool { return t.st.UncommittedBytes() > 0 || t.tr.producedSinceWait() }
+
 // NeedsCommit reports whether the task's uncommitted writes exceed store.Settings.MaxUncommittedBytes: commit early.
 func (t *Task) NeedsCommit() bool { return t.st.NeedsCommit() }
 

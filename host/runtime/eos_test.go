@@ -1,12 +1,19 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
@@ -109,4 +116,105 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, brokers, ref)
+}
+
+// TestAbortRevivesExactlyOnce makes the broker refuse the input offsets of commits in which
+// the count tasks processed records (an abortable error, as a coordinator in trouble
+// answers), so that their transactions abort with work in them: the tasks must drop that work
+// (their store batches were not applied) and process the records again, and every count is
+// still emitted exactly once. A store applied before its transaction commits, or a task that
+// kept its aborted writes, would count twice.
+func TestAbortRevivesExactlyOnce(t *testing.T) {
+	c, brokers := kfakeCluster(t)
+	cfg := loadConfig(t, t.TempDir(), eosHCL())
+	cl, adm := client(t, brokers)
+	in := start(t, cfg, brokers)
+	ref := map[string]int{}
+	feed(t, cl, ref, 300, 40)
+	topics, err := adm.ListTopics(context.Background(), "wc-words-repartition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := topics["wc-words-repartition"].ID // the request names topics by ID (v6) or name
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
+
+	const refusals = 3
+	var refused atomic.Int32
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.TxnOffsetCommitRequest)
+		counted := slices.ContainsFunc(req.Topics, func(rt kmsg.TxnOffsetCommitRequestTopic) bool {
+			return rt.Topic == "wc-words-repartition" || rt.TopicID == words
+		})
+		if !counted || refused.Load() >= refusals {
+			return nil, nil, false
+		}
+		if refused.Add(1) < refusals {
+			c.KeepControl()
+		}
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.ConcurrentTransactions.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	for i := range 10 {
+		feed(t, cl, ref, 100, 50+i)
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
+	if err := in.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := refused.Load(); n != refusals {
+		t.Fatalf("the broker refused %d commits, want %d", n, refusals)
+	}
+	checkExactlyOnce(t, brokers, ref)
+}
+
+// TestMembershipCheck: a transaction without input offsets (a plugin's init wrote, nothing was
+// consumed) is not checked against the group generation by the offset commit, so the runtime
+// checks its membership first. Once the coordinator has forgotten the member (as after its
+// session timed out while it was paused), the check fails and nothing may commit.
+func TestMembershipCheck(t *testing.T) {
+	brokers := cluster(t)
+	cfg := loadConfig(t, t.TempDir(), eosHCL())
+	in := start(t, cfg, brokers)
+	waitFor(t, 60*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
+	ctx := context.Background()
+	if err := in.rt.checkMembership(ctx); err != nil {
+		t.Fatalf("a member of the current generation fails the check: %v", err)
+	}
+	member, _ := in.rt.consumer.GroupMetadata()
+	cl, _ := client(t, brokers)
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "wc"
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID = member
+	leave.Members = append(leave.Members, m)
+	resp, err := leave.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("remove the member from the group: %v", err)
+	}
+	err = in.rt.checkMembership(ctx)
+	if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration) {
+		t.Fatalf("check after the member was removed: %v, want UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION", err)
+	}
+	// The instance notices, rejoins and runs its tasks again.
+	waitFor(t, 60*time.Second, "the instance to rejoin", func() bool {
+		return running(in.rt) == 7 && in.rt.checkMembership(ctx) == nil
+	})
+	if err := in.stop(t); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -66,12 +66,20 @@ func TestMain(m *testing.M) {
 // cluster starts an in-process kfake broker.
 func cluster(t testing.TB) []string {
 	t.Helper()
+	_, brokers := kfakeCluster(t)
+	return brokers
+}
+
+// kfakeCluster starts an in-process kfake broker and returns it, for tests that control its
+// answers, with its addresses.
+func kfakeCluster(t testing.TB) (*kfake.Cluster, []string) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c, c.ListenAddrs()
 }
 
 // loadConfig parses src as a config file in dir, with {{name}} replaced by module paths.

@@ -49,7 +49,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			// Partitions were revoked or lost during the poll: the session aborts the open
 			// transaction, so abort it before processing anything; the consumer rewinds and
 			// fetches these records again.
-			err = r.abortRebalanced(work)
+			err = r.abortRebalanced()
 			r.allowRebalance()
 			continue
 		}
@@ -387,6 +387,13 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		return nil
 	}
 	r.restoreRetryAt = time.Time{}
+	if r.txn != nil && r.hasAssignedLocked() {
+		// Exactly-once: no restore with work in the open transaction. A restore may take
+		// longer than the transaction timeout, and rebalances wait for the work to commit.
+		if err := r.commitTxnLocked(context.WithoutCancel(ctx), "restore"); err != nil {
+			return err
+		}
+	}
 	var pending []*task
 	for _, t := range r.tasks {
 		if t.state == stateAssigned {
@@ -468,6 +475,16 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	return nil
 }
 
+// hasAssignedLocked reports whether a task waits to be restored. The caller holds r.mu.
+func (r *Runtime) hasAssignedLocked() bool {
+	for _, t := range r.tasks {
+		if t.state == stateAssigned {
+			return true
+		}
+	}
+	return false
+}
+
 // shutdown commits and closes every task, then leaves the group. cause is the error that
 // stops the runtime, nil for a requested stop.
 func (r *Runtime) shutdown(cause error) error {
@@ -486,7 +503,7 @@ func (r *Runtime) shutdown(cause error) error {
 		}
 	default:
 		// A task failed in the open transaction: nothing of it may commit.
-		if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
+		if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
 			r.log.Warn("aborting the transaction", "error", err)
 		}
 	}

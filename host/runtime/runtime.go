@@ -311,16 +311,16 @@ func (r *Runtime) connect() error {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
-	restoreOpts := []kgo.Opt{brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID + "-restore"),
+	// Changelogs are read read_committed under both guarantees: at-least-once writes no
+	// transactions, but a changelog may hold aborted records of an earlier exactly-once run,
+	// which must never reach a store.
+	r.restoreCl, err = kgo.NewClient(brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID+"-restore"),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.KeepControlRecords(),
-	}
-	if eos {
-		restoreOpts = append(restoreOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	r.restoreCl, err = kgo.NewClient(restoreOpts...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
 	if err != nil {
 		return fmt.Errorf("runtime: create the restore client: %w", err)
 	}
@@ -329,7 +329,7 @@ func (r *Runtime) connect() error {
 		listener = multiListener{r.status, r.opts.RestoreListener}
 	}
 	r.restorer, err = restore.New(r.restoreCl, kadm.NewClient(r.restoreCl), restore.Settings{
-		ReadCommitted: eos,
+		ReadCommitted: true,
 		Listener:      listener,
 		Logger:        r.opts.Logger,
 	})
@@ -360,6 +360,9 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.HeartbeatInterval(r.opts.SessionTimeout / 10),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		// Inputs too: records of aborted transactions (an upstream exactly-once processor's,
+		// or this application's repartition records) are never processed.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),

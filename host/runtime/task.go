@@ -85,7 +85,7 @@ func (t *task) startPlugin(ctx context.Context) error {
 	for _, s := range t.proc.stores {
 		stores[s.Name] = t.cl.Store(s.Name)
 	}
-	t.touched = true // its init may write
+	t.touched = true // its init may write; known below
 	inst, err := t.proc.mod.Instantiate(ctx, engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
@@ -99,6 +99,7 @@ func (t *task) startPlugin(ctx context.Context) error {
 		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
 	}
 	t.inst = inst
+	t.touched = t.cl.HasWork()
 	return nil
 }
 

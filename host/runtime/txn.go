@@ -15,7 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
 )
@@ -84,12 +86,19 @@ func processID(dir string) (string, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
+	// Synced before it is used: a new id after a power loss would leave the previous
+	// incarnation's open transaction to its timeout instead of fencing it at once.
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("runtime: write the process id: %w", err)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, err = f.WriteString(id + "\n")
+		err = errors.Join(err, f.Sync(), f.Close())
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("runtime: write the process id: %w", err)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("runtime: write the process id %s: %w", path, err)
 	}
 	return id, nil
 }
@@ -104,21 +113,24 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 		return err
 	}
 	id := r.cfg.ApplicationID + "-" + pid
+	// The callbacks of this session's client use st, not r.txn: a reset replaces r.txn while
+	// the old client may still signal.
+	st := &txnState{id: id}
 	opts = append(opts,
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordDeliveryTimeout(commitTimeout),
 		kgo.ProducerBatchMaxBytes(1<<20),
-		kgo.OnPartitionsCallbackBlocked(r.onRebalanceBlocked),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.onRebalanceBlocked(st) }),
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the transactional group consumer: %w", err)
 	}
-	r.txn = &txnState{sess: sess, id: id}
+	st.sess = sess
+	r.txn = st
 	r.consumer = sess.Client()
 	if r.producer, err = changelog.NewProducer(r.consumer); err != nil {
 		return fmt.Errorf("runtime: %w", err)
@@ -136,12 +148,16 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 }
 
 // onRebalanceBlocked is called when a rebalance waits for the loop (BlockRebalanceOnPoll): the
-// loop commits at once, so that the rebalance meets no open work.
-func (r *Runtime) onRebalanceBlocked(context.Context, *kgo.Client) {
-	r.txn.blocked.Store(true)
+// loop commits at once, so that the rebalance meets no open work, and a restore in progress
+// stops (it resumes from its checkpoints).
+func (r *Runtime) onRebalanceBlocked(st *txnState) {
+	st.blocked.Store(true)
 	r.wakeMu.Lock()
 	if r.pollCancel != nil {
 		r.pollCancel()
+	}
+	if r.restoreCancel != nil {
+		r.restoreCancel()
 	}
 	r.wakeMu.Unlock()
 }
@@ -182,7 +198,11 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	)
 	err := r.forEachTask(touched, func(t *task) error {
 		if t.failed || t.cl == nil {
-			return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
+			var cause error
+			if t.cl != nil {
+				cause = t.cl.Err()
+			}
+			return fmt.Errorf("runtime: task %s failed in this transaction (its stores: %v)", t.id, cause)
 		}
 		p, err := t.cl.Prepare(ctx)
 		if err != nil {
@@ -194,16 +214,24 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		return nil
 	})
 	if err != nil {
-		return r.abortLocked(ctx, why, err)
+		return r.abortLocked(why, err, true)
 	}
-	committed, err := r.endTxnLocked(ctx, kgo.TryCommit)
+	if err := r.checkMembership(ctx); err != nil {
+		// Fenced: the group will tell the consumer, which rejoins. Not an error to count.
+		return r.abortLocked(why, err, false)
+	}
+	committed, err := r.endTxnLocked(kgo.TryCommit)
 	if err != nil {
-		return r.resetLocked(ctx, why, fmt.Errorf("end the transaction: %w", err))
+		return r.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
 	}
 	if !committed {
-		// A rebalance revoked or lost partitions since the transaction began: the session
-		// aborted it and rewound the consumer.
-		return r.abortedLocked(ctx, why, nil)
+		// The session aborted: partitions were revoked or lost since the transaction began,
+		// or the group or the transaction coordinator refused the commit with an abortable
+		// error (franz-go does not say which).
+		if r.txn.rebalanced.Load() || r.pendingRevocation() {
+			return r.abortedLocked(why, nil, false)
+		}
+		return r.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
 	}
 	r.txn.aborts = 0
 	// The transaction is committed: the changelogs hold every record of it. A failure to
@@ -224,53 +252,110 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	}
 	r.purge(recs)
 	r.log.Debug("committed", "reason", why, "tasks", len(touched), "partitions", len(recs), "duration", time.Since(start))
-	return r.beginLocked(ctx)
+	return r.beginLocked(why)
+}
+
+// endTimeout bounds the end of a transaction. The offset commit in it waits for a join or a
+// sync of the group in progress, which lasts up to the rebalance timeout.
+const endTimeout = rebalanceTimeout + 10*time.Second
+
+// txnContext returns a context for ending or replacing a transaction: its own deadline, never
+// cancelled by a stop request (a transaction is ended, not abandoned).
+func txnContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), endTimeout)
+}
+
+// checkMembership makes sure, before a transaction without input offsets commits, that this
+// instance is still a member of the group's current generation. End checks the generation
+// only through the offsets it commits (TxnOffsetCommit): a transaction without any (a plugin's
+// statehost_init wrote; nothing was consumed) would otherwise commit even from a zombie that
+// lost its tasks. A heartbeat with the current generation does the check.
+func (r *Runtime) checkMembership(ctx context.Context) error {
+	if len(r.consumer.UncommittedOffsets()) > 0 {
+		return nil
+	}
+	member, generation := r.consumer.GroupMetadata()
+	if member == "" || generation < 0 {
+		return errors.New("this instance is not a member of the group")
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group = r.cfg.ApplicationID
+	req.MemberID = member
+	req.Generation = generation
+	resp, err := req.RequestWith(ctx, r.consumer)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	// A rebalance in progress does not move partitions away before this member revokes
+	// them (cooperative rebalancing): it may still commit.
+	if err != nil && !errors.Is(err, kerr.RebalanceInProgress) {
+		return fmt.Errorf("group membership check (generation %d): %w", generation, err)
+	}
+	return nil
+}
+
+// pendingRevocation reports whether a revocation or a loss waits in the inbox.
+func (r *Runtime) pendingRevocation() bool {
+	r.wakeMu.Lock()
+	defer r.wakeMu.Unlock()
+	for _, ev := range r.inbox {
+		if ev.revoked {
+			return true
+		}
+	}
+	return false
 }
 
 // endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
 // instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
 // they never wait for the loop. The caller holds r.mu.
-func (r *Runtime) endTxnLocked(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
+func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry) (bool, error) {
 	r.txn.blocked.Store(false)
 	r.consumer.AllowRebalance()
+	ctx, cancel := txnContext()
+	defer cancel()
 	return r.txn.sess.End(ctx, try)
 }
 
 // beginLocked begins the next transaction; when the producer cannot (it was fenced), the
 // session is replaced. The caller holds r.mu.
-func (r *Runtime) beginLocked(ctx context.Context) error {
+func (r *Runtime) beginLocked(why string) error {
 	if err := r.txn.sess.Begin(); err != nil {
-		return r.resetLocked(ctx, "begin a transaction", err)
+		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
 	return nil
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
 // holds r.mu.
-func (r *Runtime) abortLocked(ctx context.Context, why string, cause error) error {
-	if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
-		return r.resetLocked(ctx, why, fmt.Errorf("abort the transaction after %w: %w", cause, err))
+func (r *Runtime) abortLocked(why string, cause error, count bool) error {
+	if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+		return r.resetLocked(why, fmt.Errorf("abort the transaction after %w: %w", cause, err))
 	}
-	return r.abortedLocked(ctx, why, cause)
+	return r.abortedLocked(why, cause, count)
 }
 
 // abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
 // consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
-// aborted it. The caller holds r.mu.
-func (r *Runtime) abortedLocked(ctx context.Context, why string, cause error) error {
-	if cause != nil {
+// aborted it; count says whether cause is an error that must not repeat maxAbortsInARow times
+// (a fenced member is not: it rejoins). The caller holds r.mu.
+func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
+	switch {
+	case cause == nil:
+		r.log.Warn("transaction aborted", "reason", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
+	case count:
 		r.txn.aborts++
 		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
-	} else {
-		r.log.Warn("transaction aborted", "reason", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
+	default:
+		r.log.Warn("transaction aborted", "reason", why, "error", cause)
 	}
 	r.drainInbox() // the revoked and lost tasks close; the others revive
 	r.reviveLocked()
-	if cause != nil && r.txn.aborts >= maxAbortsInARow {
-		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one: %w", r.txn.aborts, cause)
+	if count && r.txn.aborts >= maxAbortsInARow {
+		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
 	}
-	return r.beginLocked(ctx)
+	return r.beginLocked(why)
 }
 
 // resetLocked replaces the transactional session after an error that leaves its producer
@@ -279,7 +364,7 @@ func (r *Runtime) abortedLocked(ctx context.Context, why string, cause error) er
 // session joins it again with the same transactional id, which fences the old producer. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
 // Kafka Streams does after a TaskMigratedException. The caller holds r.mu.
-func (r *Runtime) resetLocked(ctx context.Context, why string, cause error) error {
+func (r *Runtime) resetLocked(why string, cause error) error {
 	r.txn.aborts++
 	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts,
 		"action", "closing every task and rejoining the group with a new transactional producer")
@@ -297,6 +382,8 @@ func (r *Runtime) resetLocked(ctx context.Context, why string, cause error) erro
 	r.wakeMu.Unlock()
 	clear(r.assigned)
 	clear(r.paused)
+	ctx, cancel := txnContext()
+	defer cancel()
 	if err := r.newConsumer(ctx); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
 	}
@@ -307,21 +394,19 @@ func (r *Runtime) resetLocked(ctx context.Context, why string, cause error) erro
 // abortRebalanced aborts the (empty) transaction after a rebalance revoked or lost partitions,
 // before anything more is processed: the session would abort the next commit anyway. The
 // caller holds no lock.
-func (r *Runtime) abortRebalanced(ctx context.Context) error {
+func (r *Runtime) abortRebalanced() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
-	if _, err := r.endTxnLocked(ctx, kgo.TryAbort); err != nil {
-		return r.resetLocked(ctx, "rebalance", fmt.Errorf("abort the transaction: %w", err))
+	if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+		return r.resetLocked("rebalance", fmt.Errorf("abort the transaction: %w", err))
 	}
 	for _, t := range r.tasks {
 		if t.touched {
-			return r.abortedLocked(ctx, "rebalance", nil)
+			return r.abortedLocked("rebalance", nil, false)
 		}
 	}
 	r.drainInbox()
-	return r.beginLocked(ctx)
+	return r.beginLocked("rebalance")
 }
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction
