@@ -57,7 +57,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(work, fetches)
 		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits()) {
-			err = r.commitAll(work, "interval")
+			why := "interval"
+			if r.rebalanceWaits() {
+				why = "rebalance" // commits even init writes alone: the rebalance waits for them
+			}
+			err = r.commitAll(work, why)
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
 		r.allowRebalance()
@@ -464,7 +468,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		return fmt.Errorf("runtime: restore: %w", err)
 	}
 	for _, t := range opened {
-		if err := t.startPlugin(ctx); err != nil {
+		if err := t.startPlugin(context.WithoutCancel(ctx)); err != nil { // a stop request waits for the init
 			return err
 		}
 		t.state = stateRunning
@@ -503,7 +507,7 @@ func (r *Runtime) shutdown(cause error) error {
 		}
 	default:
 		// A task failed in the open transaction: nothing of it may commit.
-		if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+		if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
 			r.log.Warn("aborting the transaction", "error", err)
 		}
 	}

@@ -48,11 +48,18 @@ func (r *Runtime) post(ev groupEvent) {
 // aborts when partitions are revoked or lost). The loop closes the tasks without a commit at
 // its next safe point; whatever they did since the last commit is in the open transaction,
 // which the session aborts.
-func (r *Runtime) onRevokedOrLostEOS(what string, tps map[string][]int32) {
+//
+// st is the state of the session whose client calls: a reset replaces r.txn. franz-go's session
+// marks the open transaction for an abort even on a loss of nothing (a failed join), so an
+// empty loss sets the flag too.
+func (r *Runtime) onRevokedOrLostEOS(st *txnState, what string, tps map[string][]int32) {
 	if len(tps) == 0 {
+		if what == "lost" {
+			st.rebalanced.Store(true)
+		}
 		return
 	}
-	r.txn.rebalanced.Store(true)
+	st.rebalanced.Store(true)
 	r.wakeMu.Lock()
 	if r.restoreCancel != nil {
 		r.restoreCancel() // it may be restoring these tasks; the others resume from their checkpoints
@@ -67,10 +74,6 @@ func (r *Runtime) onRevokedOrLostEOS(what string, tps map[string][]int32) {
 // then it does nothing, and a restore in progress goes on. It must finish within the
 // rebalance timeout; the commit is bounded by revocationTimeout.
 func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	if r.txn != nil {
-		r.onRevokedOrLostEOS("revoked", revoked)
-		return
-	}
 	if len(revoked) == 0 {
 		return
 	}
@@ -103,10 +106,6 @@ const rebalanceTimeout = commitTimeout + revocationTimeout + 5*time.Second
 // session timeout, a fencing): committing is not possible any more. Their uncommitted writes
 // are dropped; what they logged is restored by the next owner.
 func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
-	if r.txn != nil {
-		r.onRevokedOrLostEOS("lost", lost)
-		return
-	}
 	if len(lost) == 0 {
 		return
 	}
@@ -228,6 +227,7 @@ func (r *Runtime) drainInbox() {
 			r.unassign(r.consumer, ev.partitions)
 			continue
 		}
+		r.dropStale(ev.partitions)
 		for topic, parts := range ev.partitions {
 			for _, p := range parts {
 				tp := topicPartition{topic, p}
@@ -243,6 +243,38 @@ func (r *Runtime) drainInbox() {
 			}
 		}
 	}
+}
+
+// dropStale closes, without a commit, the tasks of partitions that are assigned again while
+// this instance still holds them: their revocation or loss was never reported (franz-go's
+// transactional session drops a second revocation before the transaction ends). Such a task
+// may be behind what another owner committed meanwhile: it must restore before it processes
+// again. If it worked in the open transaction, that transaction must abort. The caller holds
+// r.mu.
+func (r *Runtime) dropStale(assigned map[string][]int32) {
+	var stale []*task
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			if !r.assigned[topicPartition{topic, p}] {
+				continue
+			}
+			for _, proc := range r.readers[topic] {
+				if t := r.tasks[taskID{proc.cfg.Name, p}]; t != nil && !slices.Contains(stale, t) {
+					stale = append(stale, t)
+				}
+			}
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	for _, t := range stale {
+		r.log.Warn("partition assigned again without its revocation: the task closes and restores", "processor", t.id.proc, "partition", t.id.part)
+		if t.touched && r.txn != nil {
+			r.txn.rebalanced.Store(true)
+		}
+	}
+	r.closeTasks(stale)
 }
 
 // syncPauses resumes the assigned partitions whose tasks all run. The caller holds r.mu.

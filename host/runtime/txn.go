@@ -29,11 +29,13 @@ import (
 // and the tasks' stores and checkpoints are applied only once it has committed. The instance
 // is always in a transaction: one begins as the previous one ends.
 //
-// Rebalances never meet an open transaction with work in it: the loop allows a rebalance
-// (BlockRebalanceOnPoll) only when no task has worked since the last commit, and commits early
-// when the group signals that a rebalance waits. A revocation or a loss still makes the
-// session abort the next transaction (franz-go's rule); the loop then aborts at once, before
-// it processes anything more.
+// Rebalances: the group's revocation and loss callbacks never wait for the loop (they post
+// events, applied at the loop's safe points), because the session's End may itself wait for
+// them. The loop lets a rebalance run (BlockRebalanceOnPoll) just before every End, and
+// otherwise only when no task has worked since the last commit; it commits at once when the
+// group signals that a rebalance waits. A revocation or a loss makes the session abort the
+// transaction open at that moment (franz-go's rule): usually the one being committed, else
+// the loop aborts it after its poll, before it processes anything more.
 //
 // An aborted transaction discards the work of every task that took part in it: those tasks are
 // closed without a commit and revived (opened again, restored from their changelogs, which
@@ -43,7 +45,9 @@ import (
 // Fencing: the transactional id is <application_id>-<process id>, the process id being kept
 // in the state directory, so a restarted instance fences its previous incarnation and aborts
 // its open transaction at once. An instance that lost its partitions (a paused zombie) cannot
-// commit for them: its offset commit carries a stale group generation and the session aborts.
+// commit for them: its offset commit carries a stale group generation and the session aborts;
+// a transaction without offsets is checked with a heartbeat first (checkMembership). A
+// producer that the broker fenced (its transaction timed out) is replaced (resetLocked).
 // A task restored from a changelog on which a previous owner's transaction is still open waits
 // for that transaction to end (restore.Settings.ReadCommitted).
 
@@ -69,6 +73,7 @@ type txnState struct {
 
 	rebalanced atomic.Bool // a revocation or loss since the last End: the session aborts the next End
 	blocked    atomic.Bool // a rebalance waits for the loop to allow it
+	begun      time.Time   // when the open transaction began (guarded by Runtime.mu)
 	aborts     int         // transactions aborted on an error in a row (guarded by Runtime.mu)
 }
 
@@ -97,6 +102,12 @@ func processID(dir string) (string, error) {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(dir); err == nil {
+			err = errors.Join(d.Sync(), d.Close())
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("runtime: write the process id %s: %w", path, err)
 	}
@@ -124,6 +135,13 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 		kgo.RecordDeliveryTimeout(commitTimeout),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.onRebalanceBlocked(st) }),
+		// These override the at-least-once callbacks of opts (the last option wins).
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.onRevokedOrLostEOS(st, "revoked", m)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.onRevokedOrLostEOS(st, "lost", m)
+		}),
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
@@ -143,6 +161,7 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 	if err := sess.Begin(); err != nil {
 		return fmt.Errorf("runtime: begin a transaction: %w", err)
 	}
+	st.begun = time.Now()
 	r.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
 	return nil
 }
@@ -153,6 +172,7 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 func (r *Runtime) onRebalanceBlocked(st *txnState) {
 	st.blocked.Store(true)
 	r.wakeMu.Lock()
+	r.wake = true
 	if r.pollCancel != nil {
 		r.pollCancel()
 	}
@@ -189,6 +209,16 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	if len(touched) == 0 {
 		return nil
 	}
+	if why == "interval" || why == "restore" {
+		// Only plugins' init writes, no input consumed: a commit without offsets holds the
+		// session for 500ms (franz-go waits for the markers when the offset commit does not
+		// show KIP-447). They ride in the next commit with offsets, unless the transaction
+		// nears its timeout.
+		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
+		if !consumed && time.Since(r.txn.begun) < transactionTimeout(r.cfg.CommitInterval)/2 {
+			return nil
+		}
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
@@ -198,11 +228,10 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	)
 	err := r.forEachTask(touched, func(t *task) error {
 		if t.failed || t.cl == nil {
-			var cause error
-			if t.cl != nil {
-				cause = t.cl.Err()
+			if t.cl != nil && t.cl.Err() != nil {
+				return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
 			}
-			return fmt.Errorf("runtime: task %s failed in this transaction (its stores: %v)", t.id, cause)
+			return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
 		}
 		p, err := t.cl.Prepare(ctx)
 		if err != nil {
@@ -217,10 +246,11 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		return r.abortLocked(why, err, true)
 	}
 	if err := r.checkMembership(ctx); err != nil {
-		// Fenced: the group will tell the consumer, which rejoins. Not an error to count.
-		return r.abortLocked(why, err, false)
+		// Fenced: the group will tell the consumer, which rejoins; not an error to count.
+		// Anything else (a coordinator out of reach) counts.
+		return r.abortLocked(why, err, !isFenced(err))
 	}
-	committed, err := r.endTxnLocked(kgo.TryCommit)
+	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit)
 	if err != nil {
 		return r.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
 	}
@@ -228,7 +258,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		// The session aborted: partitions were revoked or lost since the transaction began,
 		// or the group or the transaction coordinator refused the commit with an abortable
 		// error (franz-go does not say which).
-		if r.txn.rebalanced.Load() || r.pendingRevocation() {
+		if rebalanced || r.pendingRevocation() {
 			return r.abortedLocked(why, nil, false)
 		}
 		return r.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
@@ -276,7 +306,7 @@ func (r *Runtime) checkMembership(ctx context.Context) error {
 	}
 	member, generation := r.consumer.GroupMetadata()
 	if member == "" || generation < 0 {
-		return errors.New("this instance is not a member of the group")
+		return errNotMember
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group = r.cfg.ApplicationID
@@ -294,6 +324,15 @@ func (r *Runtime) checkMembership(ctx context.Context) error {
 	return nil
 }
 
+// isFenced reports whether err says that this instance is no longer a member of the group's
+// current generation.
+func isFenced(err error) bool {
+	return errors.Is(err, errNotMember) || errors.Is(err, kerr.UnknownMemberID) ||
+		errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.FencedInstanceID)
+}
+
+var errNotMember = errors.New("this instance is not a member of the group")
+
 // pendingRevocation reports whether a revocation or a loss waits in the inbox.
 func (r *Runtime) pendingRevocation() bool {
 	r.wakeMu.Lock()
@@ -310,12 +349,18 @@ func (r *Runtime) pendingRevocation() bool {
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
 // instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
 // they never wait for the loop. The caller holds r.mu.
-func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry) (bool, error) {
+//
+// It also returns whether partitions were revoked or lost since the last End (and clears that
+// flag): what made the session abort, when it did. A revocation reported after End returns
+// sets the flag again; its event waits in the inbox either way.
+func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry) (committed, rebalanced bool, err error) {
 	r.txn.blocked.Store(false)
 	r.consumer.AllowRebalance()
 	ctx, cancel := txnContext()
 	defer cancel()
-	return r.txn.sess.End(ctx, try)
+	committed, err = r.txn.sess.End(ctx, try)
+	rebalanced = r.txn.rebalanced.Swap(false)
+	return committed, rebalanced, err
 }
 
 // beginLocked begins the next transaction; when the producer cannot (it was fenced), the
@@ -324,14 +369,15 @@ func (r *Runtime) beginLocked(why string) error {
 	if err := r.txn.sess.Begin(); err != nil {
 		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
+	r.txn.begun = time.Now()
 	return nil
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
 // holds r.mu.
 func (r *Runtime) abortLocked(why string, cause error, count bool) error {
-	if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
-		return r.resetLocked(why, fmt.Errorf("abort the transaction after %w: %w", cause, err))
+	if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+		return r.resetLocked(why, fmt.Errorf("abort the transaction (after: %w): %w", cause, err))
 	}
 	return r.abortedLocked(why, cause, count)
 }
@@ -343,7 +389,7 @@ func (r *Runtime) abortLocked(why string, cause error, count bool) error {
 func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 	switch {
 	case cause == nil:
-		r.log.Warn("transaction aborted", "reason", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
+		r.log.Warn("transaction aborted", "reason", why, "cause", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
 	case count:
 		r.txn.aborts++
 		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
@@ -351,6 +397,9 @@ func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 		r.log.Warn("transaction aborted", "reason", why, "error", cause)
 	}
 	r.drainInbox() // the revoked and lost tasks close; the others revive
+	if r.closing {
+		return nil // the shutdown closes every task
+	}
 	r.reviveLocked()
 	if count && r.txn.aborts >= maxAbortsInARow {
 		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
@@ -368,7 +417,10 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 	r.txn.aborts++
 	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts,
 		"action", "closing every task and rejoining the group with a new transactional producer")
-	if r.txn.aborts >= maxAbortsInARow || r.closing {
+	switch {
+	case r.closing:
+		return fmt.Errorf("runtime: the last transaction aborted (%s): %w", why, cause)
+	case r.txn.aborts >= maxAbortsInARow:
 		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
 	}
 	aborts := r.txn.aborts
@@ -397,7 +449,7 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 func (r *Runtime) abortRebalanced() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+	if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
 		return r.resetLocked("rebalance", fmt.Errorf("abort the transaction: %w", err))
 	}
 	for _, t := range r.tasks {
