@@ -294,13 +294,8 @@ func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
-	r.prodCl, err = kgo.NewClient(brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID+"-producer"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordDeliveryTimeout(commitTimeout),
-		kgo.ProducerBatchMaxBytes(1<<20),
-	)
+	r.prodCl, err = kgo.NewClient(append(producerOpts(), brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID+"-producer"))...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
@@ -337,6 +332,18 @@ func (r *Runtime) connect() error {
 		return fmt.Errorf("runtime: %w", err)
 	}
 	return nil
+}
+
+// producerOpts are the options of the client that produces the tasks' changelog and output
+// records (changelog.Producer): the admin client under at-least-once, the transactional group
+// consumer under exactly-once.
+func producerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.RecordDeliveryTimeout(commitTimeout),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+	}
 }
 
 // newConsumer creates the group consumer over every input topic; under exactly-once it is

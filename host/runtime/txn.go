@@ -127,13 +127,9 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 	// The callbacks of this session's client use st, not r.txn: a reset replaces r.txn while
 	// the old client may still signal.
 	st := &txnState{id: id}
-	opts = append(opts,
+	opts = append(append(opts, producerOpts()...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordDeliveryTimeout(commitTimeout),
-		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.onRebalanceBlocked(st) }),
 		// These override the at-least-once callbacks of opts (the last option wins).
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
