@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -388,4 +389,68 @@ func crashValueSeqs(t *testing.T, what string, recs map[int32][]*kgo.Record) (se
 		}
 	}
 	return seqs, where
+}
+
+// checkWordCountTopics checks the word count's changelog and output topic, read_committed
+// once no transaction is open on them, against the reference counts ref. exact (exactly_once):
+// the changelog's last value of every word is its count and its values grow strictly, and
+// every word's output values are exactly 1, 2, ..., ref[word] in offset order (no duplicate,
+// no gap), with no word that is not in ref. Otherwise (at_least_once): no word is
+// under-counted in either.
+func checkWordCountTopics(t *testing.T, addr string, ref map[string]int, exact bool) {
+	t.Helper()
+	clOffs := crashWaitStable(t, addr, e2eChangelog, 70*time.Second)
+	outOffs := crashWaitStable(t, addr, "word-counts", 70*time.Second)
+	clSeqs, clWhere := crashValueSeqs(t, "changelog "+e2eChangelog, crashReadRecords(t, addr, e2eChangelog, true, clOffs.stable))
+	outSeqs, outWhere := crashValueSeqs(t, "output word-counts", crashReadRecords(t, addr, "word-counts", true, outOffs.stable))
+	clLatest, outMax := map[string]int{}, map[string]int{}
+	outRecords := 0
+	for w, s := range clSeqs {
+		clLatest[w] = s[len(s)-1]
+	}
+	for w, s := range outSeqs {
+		outMax[w] = slices.Max(s)
+		outRecords += len(s)
+	}
+	crashCompareCounts(t, "changelog "+e2eChangelog+" (latest values, read_committed)", clLatest, ref, exact)
+	words := 0
+	for _, c := range ref {
+		words += c
+	}
+	t.Logf("output word-counts: %d records for %d words (%d more than one per word); changelog ends %v",
+		outRecords, words, outRecords-words, clOffs.end)
+	if !exact {
+		crashCompareCounts(t, "output word-counts (greatest value of each word)", outMax, ref, false)
+	} else {
+		// Every committed changelog value of a word is its count after a committed
+		// transaction: they grow strictly.
+		d := &crashDiffs{t: t, check: "changelog " + e2eChangelog + " (read_committed)"}
+		for _, w := range crashSortedKeys(clSeqs) {
+			s := clSeqs[w]
+			for i := 1; i < len(s); i++ {
+				if s[i] <= s[i-1] {
+					d.errorf("word %q: values do not grow at %s: %s, at %s", w, clWhere[w][i], crashAround(s, i), crashAround(clWhere[w], i))
+					break
+				}
+			}
+		}
+		d.done(len(ref))
+		// Each count of each word once, in order: no duplicate, no gap.
+		d = &crashDiffs{t: t, check: "output word-counts (read_committed)"}
+		for _, w := range crashSortedKeys(ref) {
+			s := outSeqs[w]
+			if i := crashFirstBreak(s); i >= 0 {
+				d.errorf("word %q (reference %d): value %d at %s is not %d: values %s at %s; all: %s",
+					w, ref[w], s[i], outWhere[w][i], i+1, crashAround(s, i), crashAround(outWhere[w], i), crashClip(s))
+			} else if len(s) != ref[w] {
+				d.errorf("word %q: counted to %d, want %d: values %s", w, len(s), ref[w], crashClip(s))
+			}
+		}
+		for _, w := range crashSortedKeys(outSeqs) {
+			if _, ok := ref[w]; !ok {
+				d.errorf("word %q is not in the sentences: values %s", w, crashClip(outSeqs[w]))
+			}
+		}
+		d.done(len(ref))
+	}
 }

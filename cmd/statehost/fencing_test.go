@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,146 +232,6 @@ func (p *fencingProducer) finish(t *testing.T) []string {
 		t.Fatal("the producer did not stop within 60s")
 	}
 	return p.lines[:p.produced()]
-}
-
-// fenceReadRange reads the partitions of topic, read committed and with the control records
-// (transaction markers), from the offsets from up to the offsets to (exclusive), and returns
-// the records by partition in offset order. Partitions with from >= to are skipped.
-func fenceReadRange(ctx context.Context, addr, topic string, from map[int32]kgo.Offset, to map[int32]int64) (map[int32][]*kgo.Record, error) {
-	start := map[int32]kgo.Offset{}
-	want := map[int32]int64{}
-	for p, end := range to {
-		if end > 0 {
-			if o, ok := from[p]; ok {
-				if at := o.EpochOffset().Offset; at >= 0 && at >= end {
-					continue
-				}
-				start[p] = o
-			} else {
-				start[p] = kgo.NewOffset().AtStart()
-			}
-			want[p] = end
-		}
-	}
-	out := map[int32][]*kgo.Record{}
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("reading %s: %w (partitions not read to their end: %v)", topic, ctx.Err(), want)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			out[r.Partition] = append(out[r.Partition], r)
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out, nil
-}
-
-// fenceReadAll reads topic read committed from its start to its current end.
-func fenceReadAll(t *testing.T, addr, topic string) map[int32][]*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	recs, err := fenceReadRange(ctx, addr, topic, nil, topicEnds(t, addr, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
-// fenceBacklog returns, for each partition of topics that the group has not processed to
-// its end, why: an open transaction (the last stable offset is behind the end), or committed
-// records after the group's committed offset. Transaction markers after the committed offset
-// are not a backlog.
-func fenceBacklog(t *testing.T, addr string, topics ...string) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cl := newKafkaClient(t, addr)
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	committed, err := adm.FetchOffsets(ctx, e2eApp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var behind []string
-	for _, topic := range topics {
-		ends := topicEnds(t, addr, topic)
-		stable, err := adm.ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		from := map[int32]kgo.Offset{}
-		to := map[int32]int64{}
-		for p, end := range ends {
-			at := int64(0)
-			if o, ok := committed.Lookup(topic, p); ok && o.Err == nil {
-				at = o.At
-			}
-			if at >= end {
-				continue
-			}
-			if lso, ok := stable.Lookup(topic, p); ok && lso.Err == nil && lso.Offset < end {
-				behind = append(behind, fmt.Sprintf("%s/%d: transaction open (committed %d, stable %d, end %d)", topic, p, at, lso.Offset, end))
-				continue
-			}
-			from[p] = kgo.NewOffset().At(at)
-			to[p] = end
-		}
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		recs, err := fenceReadRange(rctx, addr, topic, from, to)
-		rcancel()
-		if err != nil {
-			behind = append(behind, err.Error())
-			continue
-		}
-		for p, rs := range recs {
-			data := 0
-			for _, r := range rs {
-				if !r.Attrs.IsControl() {
-					data++
-				}
-			}
-			if data > 0 {
-				behind = append(behind, fmt.Sprintf("%s/%d: %d committed records after the committed offset %d (end %d)",
-					topic, p, data, from[p].EpochOffset().Offset, to[p]))
-			}
-		}
-	}
-	return behind
-}
-
-// fenceWaitProcessed waits until the group has processed every committed record of the
-// sentences and the repartition topic.
-func fenceWaitProcessed(t *testing.T, addr string, timeout time.Duration) error {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		behind := fenceBacklog(t, addr, "sentences", e2eRepart)
-		if len(behind) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the group did not process its input within %v: %v", timeout, behind)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // fenceLastError returns the error of the last line of the instance that has one.
@@ -740,12 +599,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	if b.exited() {
 		t.Fatalf("B exited %d: %s", b.code, fenceLastError(b))
 	}
-	if err := fenceWaitProcessed(t, addr, 120*time.Second); err != nil {
-		t.Error(err)
-	} else {
-		mark("the group processed all its input: A runs %v, B runs %v",
-			slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))), slices.Sorted(maps.Keys(fenceRunning(fenceLines(b)))))
-	}
+	crashWaitProcessed(t, addr, e2eApp, 120*time.Second, "sentences", e2eRepart)
+	mark("the group processed all its input: A runs %v, B runs %v",
+		slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))), slices.Sorted(maps.Keys(fenceRunning(fenceLines(b)))))
 
 	for _, p := range []*appProcess{a, b} {
 		warns := map[string]int{}
@@ -782,7 +638,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 			ref[w]++
 		}
 	}
-	checkFencingOutput(t, addr, ref)
+	checkWordCountTopics(t, addr, ref, true)
 	mark("output and changelog checked: %d sentences, %d words", len(lines), len(ref))
 }
 
@@ -809,103 +665,5 @@ func fenceLogResumed(t *testing.T, a *appProcess, from int, resumed time.Time) {
 	}
 	if skipped > 0 {
 		t.Logf("A after SIGCONT: %d more lines", skipped)
-	}
-}
-
-// checkFencingOutput checks word-counts and the changelog, read committed, against ref: every
-// word's counts are 1, 2, ... ref[word] in offset order, no duplicate and no gap, and the
-// changelog's last value of every word is its count.
-func checkFencingOutput(t *testing.T, addr string, ref map[string]int) {
-	t.Helper()
-	type seen struct {
-		last      int
-		partition int32
-		offset    int64
-	}
-	words := map[string]*seen{}
-	bad := 0
-	var records, markers int
-	out := fenceReadAll(t, addr, "word-counts")
-	for _, p := range slices.Sorted(maps.Keys(out)) {
-		for _, r := range out[p] {
-			if r.Attrs.IsControl() {
-				markers++
-				continue
-			}
-			records++
-			w := string(r.Key)
-			s := words[w]
-			if s == nil {
-				s = &seen{}
-				words[w] = s
-			}
-			n, err := strconv.Atoi(string(r.Value))
-			if err != nil || n != s.last+1 {
-				if bad++; bad <= 10 {
-					what := "a gap"
-					if err == nil && n <= s.last {
-						what = "a duplicate"
-					}
-					t.Errorf("word-counts: %q = %q at partition %d offset %d after %d at partition %d offset %d: %s",
-						w, r.Value, r.Partition, r.Offset, s.last, s.partition, s.offset, what)
-				}
-			}
-			if err == nil {
-				s.last = n
-			}
-			s.partition, s.offset = r.Partition, r.Offset
-		}
-	}
-	t.Logf("word-counts: %d committed records and %d transaction markers, %d out of sequence", records, markers, bad)
-	if bad > 0 {
-		t.Errorf("word-counts: %d counts out of sequence (duplicates or gaps)", bad)
-	}
-	wrong := 0
-	for _, w := range slices.Sorted(maps.Keys(ref)) {
-		got := 0
-		if s := words[w]; s != nil {
-			got = s.last
-		}
-		if got == ref[w] {
-			continue
-		}
-		if wrong++; wrong <= 10 {
-			t.Errorf("word-counts: %q ends at %d, want %d", w, got, ref[w])
-		}
-	}
-	for w := range words {
-		if _, ok := ref[w]; !ok {
-			t.Errorf("word-counts: %q was never produced", w)
-		}
-	}
-	if wrong > 0 {
-		t.Errorf("word-counts: %d of %d words end at a wrong count", wrong, len(ref))
-	}
-
-	latest := map[string]string{}
-	for _, rs := range fenceReadAll(t, addr, e2eChangelog) {
-		for _, r := range rs {
-			if r.Attrs.IsControl() {
-				continue
-			}
-			if r.Value == nil {
-				delete(latest, string(r.Key))
-			} else {
-				latest[string(r.Key)] = string(r.Value)
-			}
-		}
-	}
-	want := wordgen.Strings(ref)
-	diff := 0
-	for _, w := range slices.Sorted(maps.Keys(want)) {
-		if latest[w] == want[w] {
-			continue
-		}
-		if diff++; diff <= 10 {
-			t.Errorf("%s: %q = %q, want %q", e2eChangelog, w, latest[w], want[w])
-		}
-	}
-	if len(latest) != len(want) || diff > 0 {
-		t.Errorf("%s: %d keys, %d differ from the reference's %d", e2eChangelog, len(latest), diff, len(want))
 	}
 }
