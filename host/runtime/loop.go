@@ -250,9 +250,8 @@ func (r *Runtime) commitAll(ctx context.Context, why string) error {
 	return r.commitLocked(ctx, why, nil)
 }
 
-// commitTimeout bounds a commit: the acknowledgements it waits for (the producer gives up on
-// a record after the same time), the store apply and the offset commit. A commit that cannot
-// finish fails its task, which stops the runtime.
+// commitTimeout bounds a commit: the acknowledgements it waits for, the store apply and the
+// offset commit. A commit that cannot finish fails its task, which stops the runtime.
 const commitTimeout = 30 * time.Second
 
 // commitLocked is the at-least-once commitAll with r.mu held, restricted to the tasks for

@@ -337,11 +337,15 @@ func (r *Runtime) connect() error {
 // producerOpts are the options of the client that produces the tasks' changelog and output
 // records (changelog.Producer): the admin client under at-least-once, the transactional group
 // consumer under exactly-once.
+//
+// No kgo.RecordDeliveryTimeout: franz-go measures it from each record's timestamp, and our
+// records carry event time (an output record has its input's timestamp, a window changelog
+// record the stream time), so records of data older than the timeout would fail at once. A
+// commit bounds its wait for acknowledgements itself (commitTimeout).
 func producerOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.RecordDeliveryTimeout(commitTimeout),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 	}
 }
