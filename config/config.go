@@ -96,15 +96,56 @@ type Processor struct {
 	DeclRange    hcl.Range
 }
 
-// Store is a store block inside a processor.
+// The store types, the values of Store.Type.
+const (
+	// StoreKeyValue is a key-value store, the default type.
+	StoreKeyValue = "keyvalue"
+	// StoreWindow keeps values per key and time window: windows of WindowSize that start
+	// every Advance.
+	StoreWindow = "window"
+	// StoreSession keeps values per key and session: the records of a key that are no more than
+	// InactivityGap apart.
+	StoreSession = "session"
+)
+
+// Store is a store block inside a processor. The durations are zero where they do not apply
+// to the store's type (all of them for a key-value store).
 type Store struct {
 	Name         string
-	Type         string // "keyvalue"
-	Backend      string // "pebble" | "memory"
-	Coalesce     bool
+	Type         string            // StoreKeyValue (the default), StoreWindow or StoreSession
+	Backend      string            // "pebble" | "memory"
+	Coalesce     bool              // only for key-value stores
 	Logging      bool              // default true
 	TopicConfigs map[string]string // logging.topic_config
 	DeclRange    hcl.Range
+
+	// WindowSize is the length of a window store's windows.
+	WindowSize time.Duration
+	// Advance is the hop of a window store's hopping windows, in (0, WindowSize]; it defaults
+	// to WindowSize (tumbling windows). The store does not use it: plugins read it.
+	Advance time.Duration
+	// Grace is how long after its end a window or session still accepts out-of-order records.
+	// Default 0.
+	Grace time.Duration
+	// Retention is how long, in stream time, a window or session store keeps its windows or
+	// sessions: at least WindowSize + Grace (window) or InactivityGap + Grace (session), which
+	// is also the default, so that nothing expires before it closes.
+	Retention time.Duration
+	// InactivityGap is the longest time between two records of one session of a session store.
+	InactivityGap time.Duration
+	// AdditionalRetention is how much longer than Retention a window or session store's
+	// changelog topic keeps its records. Default 24h.
+	AdditionalRetention time.Duration
+}
+
+// ChangelogRetention returns the retention of the changelog topic of a window or session
+// store (its retention.ms): Retention + AdditionalRetention. It returns 0 for a key-value
+// store, whose changelog is compacted, not expired by time.
+func (s Store) ChangelogRetention() time.Duration {
+	if s.Type != StoreWindow && s.Type != StoreSession {
+		return 0
+	}
+	return addDurations(s.Retention, s.AdditionalRetention)
 }
 
 // Load reads, decodes and validates the file at path. It returns every diagnostic.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,14 +15,17 @@ import (
 
 // Defaults of the attributes that have one.
 const (
-	defaultStateDir          = "state"
-	defaultCommitInterval    = 30 * time.Second       // Kafka Streams' default for at-least-once
-	defaultEOSCommitInterval = 100 * time.Millisecond // and for exactly-once
-	defaultSessionTimeout    = 10 * time.Second
-	defaultBrokerListen      = "127.0.0.1:9092"
-	defaultAdminListen       = "127.0.0.1:9464"
-	defaultStoreType         = "keyvalue"
-	defaultBackend           = "pebble"
+	defaultStateDir            = "state"
+	defaultCommitInterval      = 30 * time.Second       // Kafka Streams' default for at-least-once
+	defaultEOSCommitInterval   = 100 * time.Millisecond // and for exactly-once
+	defaultSessionTimeout      = 10 * time.Second
+	defaultBrokerListen        = "127.0.0.1:9092"
+	defaultAdminListen         = "127.0.0.1:9464"
+	defaultStoreType           = StoreKeyValue
+	defaultBackend             = "pebble"
+	defaultGrace               = 0
+	defaultRetention           = 24 * time.Hour // at least window_size (inactivity_gap) + grace
+	defaultAdditionalRetention = 24 * time.Hour // changelog records outlive the store's by a day, as in Kafka Streams
 )
 
 // The raw structs mirror the file. Every attribute is an hcl.Expression so that the decoder
@@ -94,6 +98,14 @@ type rawStore struct {
 	Coalesce  hcl.Expression `hcl:"coalesce,optional"`
 	Logging   *rawLogging    `hcl:"logging,block"`
 	DefRange  hcl.Range      `hcl:",def_range"`
+
+	// Window and session stores.
+	WindowSize                   hcl.Expression `hcl:"window_size,optional"`
+	Advance                      hcl.Expression `hcl:"advance,optional"`
+	InactivityGap                hcl.Expression `hcl:"inactivity_gap,optional"`
+	Grace                        hcl.Expression `hcl:"grace,optional"`
+	Retention                    hcl.Expression `hcl:"retention,optional"`
+	ChangelogAdditionalRetention hcl.Expression `hcl:"changelog_additional_retention,optional"`
 }
 
 type rawLogging struct {
@@ -308,14 +320,16 @@ func (d *decoder) decodeStore(rs rawStore) Store {
 	if msg := checkTopicName(rs.Name); msg != "" {
 		d.errorf(rs.NameRange, "Invalid store name", "The store name %q %s (it names the changelog topic <application_id>-<store>-changelog).", rs.Name, msg)
 	}
+	// typeKnown is false when the type attribute is invalid: the attributes that depend on the
+	// type are then decoded without checking that they apply to it.
+	typeKnown := absent(rs.Type)
 	if t, ok := d.str(rs.Type, "type"); ok {
 		s.Type = t
 		switch t {
-		case "keyvalue":
-		case "window", "session":
-			d.errorf(rs.Type.Range(), "Unsupported store type", "The store type %q is not supported yet: it arrives with its own issue. The only store type so far is \"keyvalue\".", t)
+		case StoreKeyValue, StoreWindow, StoreSession:
+			typeKnown = true
 		default:
-			d.errorf(rs.Type.Range(), "Invalid store type", "The store type %q is not one of the valid values: \"keyvalue\" (the default); \"window\" and \"session\" are not supported yet.", t)
+			d.errorf(rs.Type.Range(), "Invalid store type", "The store type %q is not one of the valid values: \"keyvalue\" (the default), \"window\" or \"session\".", t)
 		}
 	}
 	if b, ok := d.str(rs.Backend, "backend"); ok {
@@ -325,6 +339,9 @@ func (d *decoder) decodeStore(rs rawStore) Store {
 		}
 	}
 	s.Coalesce = d.boolean(rs.Coalesce, "coalesce", false)
+	if s.Coalesce && (s.Type == StoreWindow || s.Type == StoreSession) {
+		d.errorf(rs.Coalesce.Range(), "Coalesce not supported", "The store %q is a %s store: coalesce = true is supported only for keyvalue stores.", rs.Name, s.Type)
+	}
 	if rs.Logging != nil {
 		s.Logging = d.boolean(rs.Logging.Enabled, "enabled", true)
 		s.TopicConfigs = d.stringMap(rs.Logging.TopicConfig, "topic_config")
@@ -332,7 +349,91 @@ func (d *decoder) decodeStore(rs rawStore) Store {
 			d.warnf(rs.Logging.TopicConfig.Range(), "Changelog config not used", "The topic_config of store %q has no effect because its logging is disabled: the store has no changelog topic.", rs.Name)
 		}
 	}
+	d.decodeStoreTimes(rs, &s, typeKnown)
 	return s
+}
+
+// decodeStoreTimes decodes the durations of window and session stores into s, whose Type is
+// decoded (typeKnown is false when the type attribute was invalid). An attribute that does not
+// apply to the store's type is an error on that attribute.
+func (d *decoder) decodeStoreTimes(rs rawStore, s *Store, typeKnown bool) {
+	// attr decodes one duration attribute (zero allows "0s") that applies to the given types.
+	// ok is false when it is absent, invalid or does not apply.
+	attr := func(expr hcl.Expression, name string, zero bool, types ...string) (dur time.Duration, text string, ok bool) {
+		if absent(expr) {
+			return 0, "", false
+		}
+		if typeKnown && !slices.Contains(types, s.Type) {
+			is := s.Type
+			if absent(rs.Type) {
+				is += " store (the default when type is not set)"
+			} else {
+				is += " store"
+			}
+			d.errorf(expr.Range(), "Attribute not applicable", "The attribute %q applies only to %s stores; store %q is a %s.", name, strings.Join(types, " and "), s.Name, is)
+			return 0, "", false
+		}
+		return d.durationValue(expr, name, zero)
+	}
+	size, sizeText, sizeOK := attr(rs.WindowSize, "window_size", false, StoreWindow)
+	advance, advanceText, advanceOK := attr(rs.Advance, "advance", false, StoreWindow)
+	gap, _, gapOK := attr(rs.InactivityGap, "inactivity_gap", false, StoreSession)
+	grace, _, graceOK := attr(rs.Grace, "grace", true, StoreWindow, StoreSession)
+	retention, retentionText, retentionOK := attr(rs.Retention, "retention", false, StoreWindow, StoreSession)
+	additional, _, additionalOK := attr(rs.ChangelogAdditionalRetention, "changelog_additional_retention", true, StoreWindow, StoreSession)
+
+	// base is what retention must cover besides grace: a window, or the gap that ends a session.
+	var (
+		base     time.Duration
+		baseName string
+		baseOK   bool
+	)
+	switch s.Type {
+	case StoreWindow:
+		if absent(rs.WindowSize) {
+			d.errorf(rs.DefRange, "Missing required argument", "The argument \"window_size\" is required for a window store, but no definition was found.")
+		}
+		s.WindowSize, s.Advance = size, size
+		if advanceOK {
+			s.Advance = advance
+			if sizeOK && advance > size {
+				d.errorf(rs.Advance.Range(), "Invalid advance", "The advance %q of window store %q is longer than its window_size %q: there would be gaps between the windows. The advance must be at most window_size; leave it out for tumbling windows (advance = window_size).", advanceText, s.Name, sizeText)
+			}
+		}
+		base, baseName, baseOK = size, "window_size", sizeOK
+	case StoreSession:
+		if absent(rs.InactivityGap) {
+			d.errorf(rs.DefRange, "Missing required argument", "The argument \"inactivity_gap\" is required for a session store, but no definition was found.")
+		}
+		s.InactivityGap = gap
+		base, baseName, baseOK = gap, "inactivity_gap", gapOK
+	default:
+		return
+	}
+
+	s.Grace = defaultGrace
+	if graceOK {
+		s.Grace = grace
+	}
+	least := addDurations(base, s.Grace)
+	// The default keeps closed windows and sessions readable long after they close, so that a
+	// punctuation finds them however far the stream time jumps (with retention = size + grace
+	// a window would expire the moment it closes): Kafka Streams' former default of a day.
+	s.Retention = max(least, defaultRetention)
+	if retentionOK {
+		s.Retention = retention
+		// Compare only with a base and a grace that are valid, or the message would be wrong.
+		if baseOK && (graceOK || absent(rs.Grace)) && retention < least {
+			d.errorf(rs.Retention.Range(), "Retention too short", "The retention %q of %s store %q is shorter than %s + grace (%s): %ss would expire before they close.", retentionText, s.Type, s.Name, baseName, formatDuration(least), s.Type)
+		}
+	}
+	s.AdditionalRetention = defaultAdditionalRetention
+	if additionalOK {
+		s.AdditionalRetention = additional
+		if !s.Logging {
+			d.warnf(rs.ChangelogAdditionalRetention.Range(), "Changelog config not used", "The changelog_additional_retention of store %q has no effect because its logging is disabled: the store has no changelog topic.", s.Name)
+		}
+	}
 }
 
 // path makes p absolute against the directory of the config file, and cleans it.

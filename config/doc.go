@@ -51,16 +51,43 @@
 //	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
 //
 //	  store "counts" {                      # any number; names unique in the application
-//	    type     = "keyvalue"               # default "keyvalue"; "window" and "session" are
-//	                                        # not supported yet (they arrive with their own issue)
+//	    type     = "keyvalue"               # default "keyvalue", or "window" or "session" (below)
 //	    backend  = "pebble"                 # default "pebble", or "memory"
-//	    coalesce = false                    # default false
+//	    coalesce = false                    # default false; true only for keyvalue stores
 //	    logging {                           # optional
 //	      enabled      = true               # default true: changelog <application_id>-<store>-changelog
 //	      topic_config = { "min.compaction.lag.ms" = "0" } # optional changelog topic configs
 //	    }
 //	  }
+//
+//	  store "per-minute" {                  # a window store: values per key and time window
+//	    type        = "window"
+//	    window_size = "1m"                  # required, > 0: the length of a window
+//	    advance     = "30s"                 # default window_size (tumbling windows); > 0 and
+//	                                        # <= window_size: the hop of hopping windows (the
+//	                                        # store does not use it, plugins read it)
+//	    grace       = "10s"                 # default "0s", >= 0: how long after its end a window
+//	                                        # still accepts out-of-order records
+//	    retention   = "2h"                  # default the larger of 24h and window_size + grace; at least: how
+//	                                        # long (in stream time) the store keeps a window
+//	    changelog_additional_retention = "24h" # default "24h", >= 0: the changelog topic keeps
+//	                                        # records for retention + this (its retention.ms)
+//	  }
+//
+//	  store "sessions" {                    # a session store: values per key and session
+//	    type           = "session"
+//	    inactivity_gap = "5m"               # required, > 0: a session ends after this long
+//	                                        # without a record of its key
+//	    grace          = "1m"               # default "0s", >= 0, as for a window store
+//	    retention      = "2h"               # default the larger of 24h and inactivity_gap + grace; at least
+//	    changelog_additional_retention = "24h" # default "24h", >= 0, as for a window store
+//	  }
 //	}
+//
+// Window and session stores take a backend and a logging block like keyvalue stores. Their
+// durations are Go durations like commit_interval. window_size and advance apply only to
+// window stores, inactivity_gap only to session stores, and grace, retention and
+// changelog_additional_retention to both: setting one on a store of another type is an error.
 //
 // Names of topics, repartitions and stores follow Kafka's rules for topic names
 // ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -141,20 +143,56 @@ func (d *decoder) partitions(expr hcl.Expression) int32 {
 
 // duration decodes a Go duration string (time.ParseDuration) that must be positive.
 func (d *decoder) duration(expr hcl.Expression, name string, def time.Duration) time.Duration {
-	s, ok := d.str(expr, name)
+	dur, _, ok := d.durationValue(expr, name, false)
 	if !ok {
 		return def
+	}
+	return dur
+}
+
+// durationValue decodes a Go duration string (time.ParseDuration) that must be positive, or
+// at least zero when zero is set. ok is false when it is absent or invalid (the problem is
+// recorded); text is the string as written, for messages.
+func (d *decoder) durationValue(expr hcl.Expression, name string, zero bool) (dur time.Duration, text string, ok bool) {
+	s, ok := d.str(expr, name)
+	if !ok {
+		return 0, "", false
 	}
 	dur, err := time.ParseDuration(s)
 	if err != nil {
 		d.errorf(expr.Range(), "Invalid duration", "The argument %q must be a duration such as \"500ms\", \"1s\" or \"2m30s\"; %q is not one (%v).", name, s, err)
-		return def
+		return 0, "", false
 	}
-	if dur <= 0 {
+	switch {
+	case zero && dur < 0:
+		d.errorf(expr.Range(), "Invalid duration", "The argument %q must be zero or greater, not %q.", name, s)
+		return 0, "", false
+	case !zero && dur <= 0:
 		d.errorf(expr.Range(), "Invalid duration", "The argument %q must be greater than zero, not %q.", name, s)
-		return def
+		return 0, "", false
 	}
-	return dur
+	return dur, s, true
+}
+
+// addDurations returns a + b for non-negative durations, at most the largest time.Duration.
+func addDurations(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// formatDuration is time.Duration.String without the zero units it ends with: "1m" rather
+// than "1m0s", "2h" rather than "2h0m0s".
+func formatDuration(dur time.Duration) string {
+	s := dur.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // stringList decodes a static list of strings and the range of each element. present is

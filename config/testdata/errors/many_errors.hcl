@@ -40,7 +40,7 @@ processor "count" {
 # expect: 14:13: error: Ambiguous repartition name
 # expect: 19:13: error: Module file not found
 # expect: 21:14: error: Output is an input
-# expect: 23:15: error: Unsupported store type
+# expect: 22:3: error: Missing required argument | "window_size" is required for a window store
 # expect: 24:15: error: Invalid store backend
 # expect: 28:1: error: Duplicate processor | already defined at testdata/errors/many_errors.hcl:18.
 # expect: 31:3: error: Duplicate store | already defined at testdata/errors/many_errors.hcl:22 (in processor "count").

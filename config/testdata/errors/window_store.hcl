@@ -10,10 +10,13 @@ processor "count" {
     type = "session"
   }
   store "other" {
-    type = "table"
+    type        = "table"
+    window_size = "soon"
+    grace       = "1s"
   }
 }
 
-# expect: 7:12: error: Unsupported store type | "window" is not supported yet: it arrives with its own issue.
-# expect: 10:12: error: Unsupported store type | "session" is not supported yet
-# expect: 13:12: error: Invalid store type | "table" is not one of the valid values
+# expect: 6:3: error: Missing required argument | "window_size" is required for a window store
+# expect: 9:3: error: Missing required argument | "inactivity_gap" is required for a session store
+# expect: 13:19: error: Invalid store type | The store type "table" is not one of the valid values: "keyvalue" (the default), "window" or "session".
+# expect: 14:19: error: Invalid duration | "soon" is not one
