@@ -25,10 +25,14 @@ const (
 	ExportInitialize = "_initialize"
 	// ExportMemory is the required exported linear memory.
 	ExportMemory = "memory"
+	// ExportPunctuate is the punctuation entry point: (id i32, time_ms i64) -> i32, 0 on
+	// success. Required only by a guest that calls schedule.
+	ExportPunctuate = "statehost_punctuate"
 )
 
-// Functions imported from ModuleName. Every parameter and result is i32; the parameter lists
-// are in Signatures.
+// Functions imported from ModuleName. Every result is an i32, and so is every parameter but
+// times and durations (names ending in "_ms"), which are i64; the parameter lists are in
+// Signatures.
 const (
 	FuncStoreOpen     = "store_open"
 	FuncOutputOpen    = "output_open"
@@ -45,10 +49,22 @@ const (
 	FuncLog           = "log"
 	FuncSetError      = "set_error"
 	FuncBufferNeeded  = "buffer_needed"
+
+	FuncStoreInfo      = "store_info"
+	FuncWindowPut      = "window_put"
+	FuncWindowGet      = "window_get"
+	FuncWindowFetch    = "window_fetch"
+	FuncWindowFetchAll = "window_fetch_all"
+	FuncSessionPut     = "session_put"
+	FuncSessionGet     = "session_get"
+	FuncSessionFind    = "session_find"
+	FuncSessionFindAll = "session_find_all"
+	FuncStreamTime     = "stream_time"
+	FuncSchedule       = "schedule"
 )
 
-// Signatures lists the parameter names of each imported function; every parameter is an i32
-// and every function returns one i32.
+// Signatures lists the parameter names of each imported function. Every function returns one
+// i32; a parameter is an i64 when its name ends in "_ms" (see IsI64Param), else an i32.
 var Signatures = map[string][]string{
 	FuncStoreOpen:     {"name_ptr", "name_len"},
 	FuncOutputOpen:    {"name_ptr", "name_len"},
@@ -65,6 +81,24 @@ var Signatures = map[string][]string{
 	FuncLog:           {"level", "msg_ptr", "msg_len"},
 	FuncSetError:      {"msg_ptr", "msg_len"},
 	FuncBufferNeeded:  {},
+
+	FuncStoreInfo:      {"store", "buf_ptr", "buf_cap"},
+	FuncWindowPut:      {"store", "key_ptr", "key_len", "start_ms", "val_ptr", "val_len"},
+	FuncWindowGet:      {"store", "key_ptr", "key_len", "start_ms", "buf_ptr", "buf_cap"},
+	FuncWindowFetch:    {"store", "key_ptr", "key_len", "from_ms", "to_ms"},
+	FuncWindowFetchAll: {"store", "from_ms", "to_ms"},
+	FuncSessionPut:     {"store", "key_ptr", "key_len", "start_ms", "end_ms", "val_ptr", "val_len"},
+	FuncSessionGet:     {"store", "key_ptr", "key_len", "start_ms", "end_ms", "buf_ptr", "buf_cap"},
+	FuncSessionFind:    {"store", "key_ptr", "key_len", "earliest_end_ms", "latest_start_ms"},
+	FuncSessionFindAll: {"store", "earliest_end_ms", "latest_end_ms"},
+	FuncStreamTime:     {"out_ptr"},
+	FuncSchedule:       {"kind", "interval_ms"},
+}
+
+// IsI64Param reports whether a parameter of an imported function is an i64: times and
+// durations, in milliseconds, whose names end in "_ms".
+func IsI64Param(name string) bool {
+	return len(name) > 3 && name[len(name)-3:] == "_ms"
 }
 
 // Status codes returned by host functions (and CodeProcessorFailed by guests). Zero or a
@@ -72,6 +106,10 @@ var Signatures = map[string][]string{
 const (
 	// CodeOK is success without a count.
 	CodeOK int32 = 0
+	// CodeDropped is the success of window_put and session_put that did not write: the
+	// window or session is expired, or closed for a put with a value (see "Windows and
+	// sessions" in the package documentation). The host counts it.
+	CodeDropped int32 = 1
 	// CodeNotFound: state_get found no value under the key.
 	CodeNotFound int32 = -1
 	// CodeBufferTooSmall: the output buffer is too small; nothing changed. buffer_needed()
@@ -101,6 +139,9 @@ const (
 	// CodeProcessorFailed is returned by a guest from statehost_process_batch or statehost_init
 	// when its own logic failed; set_error says why.
 	CodeProcessorFailed int32 = -12
+	// CodeWrongStoreType: a function for another type of store, for example window_put on a
+	// key-value store or state_get on a window store.
+	CodeWrongStoreType int32 = -13
 )
 
 var codeNames = map[int32]string{
@@ -117,10 +158,14 @@ var codeNames = map[int32]string{
 	CodeEmitFailed:      "emit failed",
 	CodeLimit:           "limit reached",
 	CodeProcessorFailed: "processor failed",
+	CodeWrongStoreType:  "wrong store type",
 }
 
 // CodeText returns a short description of a status code, e.g. "buffer too small".
 func CodeText(code int32) string {
+	if code == CodeDropped {
+		return "dropped"
+	}
 	if s, ok := codeNames[code]; ok {
 		return s
 	}
@@ -158,4 +203,25 @@ const (
 	MaxEmitBytes = 1 << 20
 	// MaxEmitHeaders is the most headers one emit may carry; more return CodeLimit.
 	MaxEmitHeaders = 1024
+	// MaxSchedules is the most punctuation schedules one instance may hold; more return
+	// CodeLimit.
+	MaxSchedules = 16
 )
+
+// Store types, as store_info reports them.
+const (
+	StoreKeyValue int32 = 0
+	StoreWindow   int32 = 1
+	StoreSession  int32 = 2
+)
+
+// Punctuation kinds for schedule.
+const (
+	// ScheduleStreamTime punctuates as the task's stream time advances.
+	ScheduleStreamTime int32 = 0
+	// ScheduleWallClock punctuates as the host's clock advances.
+	ScheduleWallClock int32 = 1
+)
+
+// NoTime is what stream_time writes before the task has seen a record with a timestamp.
+const NoTime int64 = -1

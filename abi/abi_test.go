@@ -113,6 +113,18 @@ func TestHeaderAgrees(t *testing.T) {
 		"SH_RECORD_HEADER_COUNT_AT": RecordHeaderCountAt, "SH_RECORD_HEADERS_SIZE_AT": RecordHeadersSizeAt,
 		"SH_RECORD_HEADER_SIZE": RecordHeaderSize, "SH_ENTRY_KEY_LEN_AT": EntryKeyLenAt,
 		"SH_ENTRY_VALUE_LEN_AT": EntryValueLenAt, "SH_ENTRY_HEADER_SIZE": EntryHeaderSize,
+		"SH_WRONG_STORE_TYPE": int64(CodeWrongStoreType), "SH_DROPPED": int64(CodeDropped),
+		"SH_MAX_SCHEDULES": MaxSchedules, "SH_STORE_KEYVALUE": int64(StoreKeyValue),
+		"SH_STORE_WINDOW": int64(StoreWindow), "SH_STORE_SESSION": int64(StoreSession),
+		"SH_SCHEDULE_STREAM_TIME": int64(ScheduleStreamTime), "SH_SCHEDULE_WALL_CLOCK": int64(ScheduleWallClock),
+		"SH_NO_TIME":               NoTime,
+		"SH_WINDOW_ENTRY_START_AT": WindowEntryStartAt, "SH_WINDOW_ENTRY_END_AT": WindowEntryEndAt,
+		"SH_WINDOW_ENTRY_KEY_LEN_AT": WindowEntryKeyLenAt, "SH_WINDOW_ENTRY_VALUE_LEN_AT": WindowEntryValueLenAt,
+		"SH_WINDOW_ENTRY_HEADER_SIZE": WindowEntryHeaderSize,
+		"SH_STORE_INFO_TYPE_AT":       StoreInfoTypeAt, "SH_STORE_INFO_WINDOW_SIZE_AT": StoreInfoWindowSizeAt,
+		"SH_STORE_INFO_ADVANCE_AT": StoreInfoAdvanceAt, "SH_STORE_INFO_GRACE_AT": StoreInfoGraceAt,
+		"SH_STORE_INFO_RETENTION_AT": StoreInfoRetentionAt, "SH_STORE_INFO_INACTIVITY_GAP_AT": StoreInfoInactivityGapAt,
+		"SH_STORE_INFO_SIZE": StoreInfoSize,
 	}
 	for name, v := range want {
 		got, ok := defs[name]
@@ -132,9 +144,51 @@ func TestHeaderAgrees(t *testing.T) {
 			t.Errorf("statehost.h does not declare %s", name)
 		}
 	}
-	for _, code := range []int32{CodeNotFound, CodeProcessorFailed} {
+	for _, code := range []int32{CodeNotFound, CodeProcessorFailed, CodeWrongStoreType, CodeDropped} {
 		if CodeText(code) == "unknown code" {
 			t.Errorf("CodeText(%d) unknown", code)
 		}
+	}
+}
+
+func TestWindowEntriesAndStoreInfo(t *testing.T) {
+	b := make([]byte, WindowEntrySize(1, 2)+WindowEntrySize(0, 0))
+	n := PutWindowEntry(b, -5, 10, []byte("k"), []byte("vv"))
+	PutWindowEntry(b[n:], 1<<40, 1<<41, []byte{}, []byte{})
+	e, rest, ok := NextWindowEntry(b)
+	if !ok || e.Start != -5 || e.End != 10 || string(e.Key) != "k" || string(e.Value) != "vv" {
+		t.Fatalf("first entry = %+v ok=%v", e, ok)
+	}
+	e, rest, ok = NextWindowEntry(rest)
+	if !ok || e.Start != 1<<40 || e.End != 1<<41 || len(e.Key) != 0 || len(rest) != 0 {
+		t.Fatalf("second entry = %+v ok=%v rest=%d", e, ok, len(rest))
+	}
+	if _, _, ok := NextWindowEntry(b[:n-1]); ok {
+		t.Fatal("a truncated entry decoded")
+	}
+	in := StoreInfo{Type: StoreWindow, WindowSize: 60000, Advance: 30000, Grace: 5000, Retention: 120000, InactivityGap: 0}
+	buf := make([]byte, StoreInfoSize)
+	PutStoreInfo(buf, in)
+	if got, ok := ReadStoreInfo(buf); !ok || got != in {
+		t.Fatalf("ReadStoreInfo = %+v, want %+v", got, in)
+	}
+	// Closed: start + size + grace <= now; expired: start <= now - retention.
+	if in.WindowClosed(0, 64999) || !in.WindowClosed(0, 65000) {
+		t.Error("WindowClosed boundary")
+	}
+	if in.Expired(0, 119999) || !in.Expired(0, 120000) || in.Expired(0, NoTime) {
+		t.Error("Expired boundary")
+	}
+	s := StoreInfo{Type: StoreSession, InactivityGap: 100, Grace: 10}
+	if s.SessionClosed(0, 10) || !s.SessionClosed(0, 11) || s.SessionFinal(0, 110) || !s.SessionFinal(0, 111) {
+		t.Error("session boundaries")
+	}
+	for _, name := range []string{"start_ms", "interval_ms"} {
+		if !IsI64Param(name) {
+			t.Errorf("IsI64Param(%q) = false", name)
+		}
+	}
+	if IsI64Param("buf_cap") || IsI64Param("_ms") {
+		t.Error("IsI64Param accepts an i32 name")
 	}
 }

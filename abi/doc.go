@@ -24,6 +24,7 @@
 //	statehost_abi_version_1  () -> ()       ABI version marker (required; never called)
 //	statehost_process_batch  (i32) -> i32   processes one batch (required)
 //	statehost_init           () -> i32      one-time setup (optional)
+//	statehost_punctuate      (i32, i64) -> i32  a punctuation (required by a guest that calls schedule)
 //	_initialize              () -> ()       reactor constructor (optional, e.g. Go, wasi-libc)
 //
 // The version is declared by exporting a function named "statehost_abi_version_" followed by
@@ -50,8 +51,9 @@
 //
 // # Values and pointers
 //
-// All parameters and results are i32. A pointer is an i32 read as an unsigned offset into the
-// guest's memory. A region (pointer, length) must lie entirely inside the memory when the
+// Every result is an i32, and so is every parameter except times and durations: those are
+// i64 milliseconds (times since the Unix epoch), and their names end in "_ms" (IsI64Param). A
+// pointer is an i32 read as an unsigned offset into the guest's memory. A region (pointer, length) must lie entirely inside the memory when the
 // call is made, else the call returns CodeOutOfBounds and does nothing; a zero-length region
 // is valid at any offset up to the memory size (pointer 0, length 0 is always valid). An
 // output buffer (buf_ptr, buf_cap) must lie in memory for its full capacity even when less is
@@ -64,7 +66,7 @@
 // # Status codes
 //
 // Every function returns an i32: zero or a positive count on success, or one of the negative
-// codes CodeNotFound ... CodeProcessorFailed. When several things are wrong at once, which of
+// codes CodeNotFound ... CodeWrongStoreType. When several things are wrong at once, which of
 // the applicable codes is returned is unspecified. A host call never traps on bad input.
 //
 // CodeBufferTooSmall is not a failure: nothing was consumed or changed (a cursor or iterator
@@ -118,6 +120,58 @@
 // MaxOpenIterators may be open at once (CodeLimit). Whether entries written to a store while
 // an iterator on it is open are seen by that iterator is not specified: do not rely on it.
 // Keys may be empty; keys are never null (CodeBadArgument).
+//
+// The state functions above work on key-value stores only (CodeWrongStoreType on a window or
+// session store); iter_next and iter_close work on every iterator.
+//
+//	store_info(store, buf_ptr, buf_cap) -> bytes
+//	    Writes the store's description (see "Store description") and returns StoreInfoSize;
+//	    CodeBufferTooSmall if buf_cap is smaller. Works on every store type.
+//
+// Windows and sessions (see the section of that name):
+//
+//	window_put(store, key_ptr, key_len, start_ms, val_ptr, val_len) -> 0 | CodeDropped
+//	    Stores value under key in the window that starts at start_ms; val_len = NullLen
+//	    deletes it. CodeDropped, and nothing changes, if the window is expired, or closed and
+//	    the value is not null.
+//	window_get(store, key_ptr, key_len, start_ms, buf_ptr, buf_cap) -> value_len
+//	    As state_get, for key's window that starts at start_ms. An expired window is absent.
+//	window_fetch(store, key_ptr, key_len, from_ms, to_ms) -> iterator
+//	    Opens an iterator over key's windows with from_ms <= start <= to_ms, ascending by
+//	    start; iter_next writes window entries.
+//	window_fetch_all(store, from_ms, to_ms) -> iterator
+//	    Opens an iterator over every key's windows with from_ms <= start <= to_ms. Each window
+//	    comes once; the order is not specified (it is by time segment, then key, then start).
+//	session_put(store, key_ptr, key_len, start_ms, end_ms, val_ptr, val_len) -> 0 | CodeDropped
+//	    Stores value under key for the session [start_ms, end_ms] (start_ms <= end_ms, else
+//	    CodeBadArgument); val_len = NullLen removes the session. CodeDropped, and nothing
+//	    changes, if the session is expired, or closed and the value is not null. A session is
+//	    identified by key, start and end: merging sessions (remove the old ones, put the
+//	    merged one) is the guest's work.
+//	session_get(store, key_ptr, key_len, start_ms, end_ms, buf_ptr, buf_cap) -> value_len
+//	    As state_get, for key's session [start_ms, end_ms].
+//	session_find(store, key_ptr, key_len, earliest_end_ms, latest_start_ms) -> iterator
+//	    Opens an iterator over key's sessions with end >= earliest_end_ms and start <=
+//	    latest_start_ms (those that overlap [earliest_end_ms, latest_start_ms]), ascending by
+//	    end, then start. To find the sessions a record at time t merges with, pass t - gap
+//	    and t + gap.
+//	session_find_all(store, earliest_end_ms, latest_end_ms) -> iterator
+//	    Opens an iterator over every key's sessions with earliest_end_ms <= end <=
+//	    latest_end_ms; each once, in an order not specified.
+//
+// Time and punctuation:
+//
+//	stream_time(out_ptr) -> 0
+//	    Writes the task's stream time as an i64 at out_ptr (8 bytes): the largest timestamp
+//	    of the records the task has taken, restored with its stores after a restart; NoTime
+//	    (-1) before any.
+//	schedule(kind, interval_ms) -> id
+//	    Asks for punctuations every interval_ms (>= 1) of stream time (ScheduleStreamTime) or
+//	    of the host's clock (ScheduleWallClock), and returns an id >= 0. The host then calls
+//	    statehost_punctuate(id, time_ms) between batches. CodeBadArgument for an unknown kind,
+//	    an interval below 1, or a guest that does not export statehost_punctuate; CodeLimit
+//	    past MaxSchedules. Schedules live as long as the instance: call schedule in
+//	    statehost_init.
 //
 // Records (valid only inside statehost_process_batch):
 //
@@ -185,6 +239,61 @@
 //
 // A sequence of entries is entries back to back with no padding and no count; its length is
 // the number of bytes.
+//
+// # Window entry encoding (iter_next on window and session iterators)
+//
+//	offset size  field
+//	0      i64   start (window or session start, ms)
+//	8      i64   end (a window's end, start + window_size, exclusive; a session's end, inclusive)
+//	16     i32   key_len   (>= 0)
+//	20     i32   value_len (>= 0)
+//	24     key bytes, then value bytes
+//
+// # Store description (store_info)
+//
+//	offset size  field
+//	0      i32   type: StoreKeyValue (0), StoreWindow (1) or StoreSession (2)
+//	4      i32   reserved, 0
+//	8      i64   window_size (window stores)
+//	16     i64   advance: the hop of hopping windows, window_size for tumbling (window stores)
+//	24     i64   grace (window and session stores)
+//	32     i64   retention (window and session stores)
+//	40     i64   inactivity_gap (session stores)
+//
+// Durations are milliseconds; a field that does not apply to the type is 0.
+//
+// # Windows and sessions
+//
+// A window store keeps a value per key and window start; a window covers [start, start +
+// window_size). A session store keeps a value per key and session [start, end]. Which windows
+// a record belongs to (tumbling or hopping by advance) and how sessions merge is the guest's
+// logic; the store keeps them, bounds them in time and logs them to the changelog.
+//
+// Time is the task's stream time T (stream_time). With grace G and retention R:
+//
+//   - A window is closed when start + window_size + G <= T, a session when end + G < T: a
+//     put with a value is dropped (CodeDropped) and counted as late. Deletes still apply.
+//   - A window is expired when start <= T - R, a session when end <= T - R: it is invisible
+//     to reads, writes to it are dropped and counted as expired, and the host deletes
+//     expired data in whole time segments. R >= window_size + G (inactivity_gap + G); the
+//     default R is a day at least, so that a closed window stays readable until a
+//     punctuation emits it (with R = window_size + G a window expires as it closes).
+//
+// A window's final value is known once it is closed, a session's once end + inactivity_gap
+// + G < T (no record that is not late can reach it): emit final results from a stream-time
+// punctuation and delete what was emitted. abi.StoreInfo has these predicates.
+//
+// # Punctuation
+//
+// statehost_punctuate(id, time_ms) is a guest call like statehost_process_batch, bounded by
+// the same time limit, with no current record: record_next and record_headers return
+// CodeNoRecord, and emit works, giving its records the timestamp time_ms. A stream-time
+// schedule fires after a batch in which the stream time reached its next time: the first
+// time when the task's stream time is known, then when it reaches the previous punctuation's
+// time plus the interval (once, however far it jumped), with time_ms the stream time. A
+// wall-clock schedule fires the first time one interval after it was scheduled, then when
+// the clock reaches the previous punctuation's time plus the interval, with time_ms the
+// clock. A non-zero result or a failure fails the task as a failed batch does.
 //
 // # Call sequence
 //

@@ -158,3 +158,133 @@ func LenOrNull(b []byte) int32 {
 	}
 	return int32(len(b))
 }
+
+// Byte offsets of a window entry (iter_next on an iterator of window_fetch, window_fetch_all,
+// session_find or session_find_all); little-endian.
+const (
+	WindowEntryStartAt    = 0  // i64 window or session start, ms
+	WindowEntryEndAt      = 8  // i64 window end (start + window_size, exclusive) or session end (inclusive), ms
+	WindowEntryKeyLenAt   = 16 // i32, >= 0
+	WindowEntryValueLenAt = 20 // i32, >= 0 (never null)
+	// WindowEntryHeaderSize is the size of a window entry's fixed part; key and value bytes follow it.
+	WindowEntryHeaderSize = 24
+)
+
+// WindowEntry is a decoded window entry; Key and Value are views of the buffer.
+type WindowEntry struct {
+	Start, End int64
+	Key, Value []byte
+}
+
+// WindowEntrySize returns the encoded size of a window entry.
+func WindowEntrySize(keyLen, valueLen int) int {
+	return WindowEntryHeaderSize + max(keyLen, 0) + max(valueLen, 0)
+}
+
+// PutWindowEntry writes a window entry into b, which must have room for WindowEntrySize, and
+// returns the number of bytes written.
+func PutWindowEntry(b []byte, start, end int64, key, value []byte) int {
+	le := binary.LittleEndian
+	le.PutUint64(b[WindowEntryStartAt:], uint64(start))
+	le.PutUint64(b[WindowEntryEndAt:], uint64(end))
+	le.PutUint32(b[WindowEntryKeyLenAt:], uint32(len(key)))
+	le.PutUint32(b[WindowEntryValueLenAt:], uint32(len(value)))
+	n := WindowEntryHeaderSize + copy(b[WindowEntryHeaderSize:], key)
+	return n + copy(b[n:], value)
+}
+
+// NextWindowEntry decodes the first window entry of a sequence. rest is the remainder; ok is
+// false if b does not begin with a well-formed window entry (b empty included).
+func NextWindowEntry(b []byte) (e WindowEntry, rest []byte, ok bool) {
+	if len(b) < WindowEntryHeaderSize {
+		return e, b, false
+	}
+	le := binary.LittleEndian
+	kl, vl := int32(le.Uint32(b[WindowEntryKeyLenAt:])), int32(le.Uint32(b[WindowEntryValueLenAt:]))
+	if kl < 0 || vl < 0 || int64(WindowEntryHeaderSize)+int64(kl)+int64(vl) > int64(len(b)) {
+		return e, b, false
+	}
+	e.Start = int64(le.Uint64(b[WindowEntryStartAt:]))
+	e.End = int64(le.Uint64(b[WindowEntryEndAt:]))
+	rest = b[WindowEntryHeaderSize:]
+	e.Key, rest = rest[:kl:kl], rest[kl:]
+	e.Value, rest = rest[:vl:vl], rest[vl:]
+	return e, rest, true
+}
+
+// Byte offsets of the store description written by store_info; little-endian. Durations are
+// milliseconds; those that do not apply to the store's type are 0.
+const (
+	StoreInfoTypeAt          = 0  // i32: StoreKeyValue, StoreWindow or StoreSession
+	StoreInfoWindowSizeAt    = 8  // i64 window stores: window_size
+	StoreInfoAdvanceAt       = 16 // i64 window stores: advance (the hop; window_size when tumbling)
+	StoreInfoGraceAt         = 24 // i64 window and session stores: grace
+	StoreInfoRetentionAt     = 32 // i64 window and session stores: retention
+	StoreInfoInactivityGapAt = 40 // i64 session stores: inactivity_gap
+	// StoreInfoSize is the size of the description.
+	StoreInfoSize = 48
+)
+
+// StoreInfo is the description store_info writes.
+type StoreInfo struct {
+	Type          int32
+	WindowSize    int64
+	Advance       int64
+	Grace         int64
+	Retention     int64
+	InactivityGap int64
+}
+
+// PutStoreInfo writes s into b[:StoreInfoSize].
+func PutStoreInfo(b []byte, s StoreInfo) {
+	_ = b[StoreInfoSize-1]
+	le := binary.LittleEndian
+	le.PutUint32(b[StoreInfoTypeAt:], uint32(s.Type))
+	le.PutUint32(b[StoreInfoTypeAt+4:], 0)
+	le.PutUint64(b[StoreInfoWindowSizeAt:], uint64(s.WindowSize))
+	le.PutUint64(b[StoreInfoAdvanceAt:], uint64(s.Advance))
+	le.PutUint64(b[StoreInfoGraceAt:], uint64(s.Grace))
+	le.PutUint64(b[StoreInfoRetentionAt:], uint64(s.Retention))
+	le.PutUint64(b[StoreInfoInactivityGapAt:], uint64(s.InactivityGap))
+}
+
+// ReadStoreInfo decodes what store_info wrote; ok is false if b is too short.
+func ReadStoreInfo(b []byte) (s StoreInfo, ok bool) {
+	if len(b) < StoreInfoSize {
+		return s, false
+	}
+	le := binary.LittleEndian
+	return StoreInfo{
+		Type:          int32(le.Uint32(b[StoreInfoTypeAt:])),
+		WindowSize:    int64(le.Uint64(b[StoreInfoWindowSizeAt:])),
+		Advance:       int64(le.Uint64(b[StoreInfoAdvanceAt:])),
+		Grace:         int64(le.Uint64(b[StoreInfoGraceAt:])),
+		Retention:     int64(le.Uint64(b[StoreInfoRetentionAt:])),
+		InactivityGap: int64(le.Uint64(b[StoreInfoInactivityGapAt:])),
+	}, true
+}
+
+// WindowClosed reports whether a window store's window starting at start is closed at stream
+// time now: its end plus grace has passed (start + window_size + grace <= now). A put with a
+// value into a closed window is dropped.
+func (s StoreInfo) WindowClosed(start, now int64) bool {
+	return now != NoTime && start+s.WindowSize+s.Grace <= now
+}
+
+// SessionClosed reports whether a session store's session ending at end is closed for writes
+// at stream time now: end + grace < now. A put with a value of a closed session is dropped.
+func (s StoreInfo) SessionClosed(end, now int64) bool {
+	return now != NoTime && end+s.Grace < now
+}
+
+// SessionFinal reports whether a session ending at end can no longer change at stream time
+// now: no record that is not late can reach it (end + inactivity_gap + grace < now).
+func (s StoreInfo) SessionFinal(end, now int64) bool {
+	return now != NoTime && end+s.InactivityGap+s.Grace < now
+}
+
+// Expired reports whether a window (by its start) or a session (by its end) at time t is
+// expired at stream time now: t <= now - retention.
+func (s StoreInfo) Expired(t, now int64) bool {
+	return now != NoTime && t <= now-s.Retention
+}

@@ -35,6 +35,8 @@
 #define SH_EMIT_FAILED (-10)
 #define SH_LIMIT (-11)
 #define SH_PROCESSOR_FAILED (-12)
+#define SH_WRONG_STORE_TYPE (-13)
+#define SH_DROPPED 1 /* window_put, session_put: success without a write */
 
 /* A length of SH_NULL_LEN is null (key, value or header value), 0 is empty. */
 #define SH_NULL_LEN (-1)
@@ -53,6 +55,15 @@
 #define SH_MAX_ERROR_LEN 4096
 #define SH_MAX_EMIT_BYTES 1048576 /* key_len + val_len + hdr_len of one emit (null counts 0) */
 #define SH_MAX_EMIT_HEADERS 1024  /* headers of one emit */
+#define SH_MAX_SCHEDULES 16
+
+/* Store types (store_info) and punctuation kinds (schedule). */
+#define SH_STORE_KEYVALUE 0
+#define SH_STORE_WINDOW 1
+#define SH_STORE_SESSION 2
+#define SH_SCHEDULE_STREAM_TIME 0
+#define SH_SCHEDULE_WALL_CLOCK 1
+#define SH_NO_TIME (-1)
 
 /* Record header written by record_next (little-endian, unaligned). */
 #define SH_RECORD_OFFSET_AT 0        /* int64 Kafka offset */
@@ -69,6 +80,22 @@
 #define SH_ENTRY_KEY_LEN_AT 0
 #define SH_ENTRY_VALUE_LEN_AT 4
 #define SH_ENTRY_HEADER_SIZE 8
+
+/* Window entry (iter_next on window and session iterators). */
+#define SH_WINDOW_ENTRY_START_AT 0     /* int64 start, ms */
+#define SH_WINDOW_ENTRY_END_AT 8       /* int64 end, ms */
+#define SH_WINDOW_ENTRY_KEY_LEN_AT 16  /* int32 */
+#define SH_WINDOW_ENTRY_VALUE_LEN_AT 20 /* int32 */
+#define SH_WINDOW_ENTRY_HEADER_SIZE 24 /* then key, value bytes */
+
+/* Store description (store_info); durations in ms. */
+#define SH_STORE_INFO_TYPE_AT 0
+#define SH_STORE_INFO_WINDOW_SIZE_AT 8
+#define SH_STORE_INFO_ADVANCE_AT 16
+#define SH_STORE_INFO_GRACE_AT 24
+#define SH_STORE_INFO_RETENTION_AT 32
+#define SH_STORE_INFO_INACTIVITY_GAP_AT 40
+#define SH_STORE_INFO_SIZE 48
 
 #define SH_IMPORT(name) __attribute__((import_module("statehost"), import_name(name)))
 #define SH_EXPORT(name) __attribute__((export_name(name)))
@@ -88,6 +115,19 @@ SH_IMPORT("emit") int32_t sh_emit(int32_t output, const void *key, int32_t key_l
 SH_IMPORT("log") int32_t sh_log(int32_t level, const void *msg, int32_t msg_len);
 SH_IMPORT("set_error") int32_t sh_set_error(const void *msg, int32_t msg_len);
 SH_IMPORT("buffer_needed") int32_t sh_buffer_needed(void);
+SH_IMPORT("store_info") int32_t sh_store_info(int32_t store, void *buf, int32_t buf_cap);
+SH_IMPORT("window_put") int32_t sh_window_put(int32_t store, const void *key, int32_t key_len, int64_t start_ms, const void *val, int32_t val_len);
+SH_IMPORT("window_get") int32_t sh_window_get(int32_t store, const void *key, int32_t key_len, int64_t start_ms, void *buf, int32_t buf_cap);
+SH_IMPORT("window_fetch") int32_t sh_window_fetch(int32_t store, const void *key, int32_t key_len, int64_t from_ms, int64_t to_ms);
+SH_IMPORT("window_fetch_all") int32_t sh_window_fetch_all(int32_t store, int64_t from_ms, int64_t to_ms);
+SH_IMPORT("session_put") int32_t sh_session_put(int32_t store, const void *key, int32_t key_len, int64_t start_ms, int64_t end_ms, const void *val, int32_t val_len);
+SH_IMPORT("session_get") int32_t sh_session_get(int32_t store, const void *key, int32_t key_len, int64_t start_ms, int64_t end_ms, void *buf, int32_t buf_cap);
+SH_IMPORT("session_find") int32_t sh_session_find(int32_t store, const void *key, int32_t key_len, int64_t earliest_end_ms, int64_t latest_start_ms);
+SH_IMPORT("session_find_all") int32_t sh_session_find_all(int32_t store, int64_t earliest_end_ms, int64_t latest_end_ms);
+SH_IMPORT("stream_time") int32_t sh_stream_time(int64_t *out);
+SH_IMPORT("schedule") int32_t sh_schedule(int32_t kind, int64_t interval_ms);
+/* A guest that calls sh_schedule exports:
+   SH_EXPORT("statehost_punctuate") int32_t punctuate(int32_t id, int64_t time_ms); */
 
 /* Declares the ABI version: put STATEHOST_DECLARE_ABI_VERSION; once in a guest. */
 #define STATEHOST_DECLARE_ABI_VERSION \
