@@ -226,23 +226,37 @@ type storeLog struct {
 	tr        *tracker
 	topic     string
 	partition int32
+	// clock, when set (window and session stores), stamps each record with the task's
+	// stream time, which a restore raises the stream time to. Key-value records get the
+	// produce time.
+	clock interface{ StreamTime() int64 }
 }
 
 func (l *storeLog) LogPut(key, value []byte) error {
-	l.tr.produce(&kgo.Record{
+	l.tr.produce(l.stamp(&kgo.Record{
 		Topic:     l.topic,
 		Partition: l.partition,
 		Key:       append(make([]byte, 0, len(key)), key...),     // never nil: compacted topics need a key
 		Value:     append(make([]byte, 0, len(value)), value...), // never nil: nil is a tombstone
-	})
+	}))
 	return nil
 }
 
 func (l *storeLog) LogDelete(key []byte) error {
-	l.tr.produce(&kgo.Record{
+	l.tr.produce(l.stamp(&kgo.Record{
 		Topic:     l.topic,
 		Partition: l.partition,
 		Key:       append(make([]byte, 0, len(key)), key...),
-	})
+	}))
 	return nil
+}
+
+// stamp sets r's timestamp to the stream time when the store is windowed. Before the task's
+// first record (a write from a plugin's init) the stream time is unknown: the timestamp is
+// then 0, which a restore cannot mistake for a stream time.
+func (l *storeLog) stamp(r *kgo.Record) *kgo.Record {
+	if l.clock != nil {
+		r.Timestamp = time.UnixMilli(max(l.clock.StreamTime(), 0))
+	}
+	return r
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,6 +30,36 @@ type StoreSpec struct {
 	Coalesce bool
 	// Metrics observes the store's operations. Default nil: no metered layer.
 	Metrics store.Metrics
+	// Kind is the store's type. Default store.KeyValue.
+	Kind store.Kind
+	// Window configures a window or session store (times in ms).
+	Window store.WindowSpec
+	// AdditionalRetention is added to a window or session store's retention for its
+	// changelog topic's retention.ms (Kafka Streams' windowstore.changelog.additional.retention.ms).
+	// Default 0.
+	AdditionalRetention time.Duration
+}
+
+// Windowed reports whether the store is a window or session store.
+func (s StoreSpec) Windowed() bool { return s.Kind == store.Window || s.Kind == store.Session }
+
+// TopicDefaults returns the changelog topic configs of the store's type, before app-wide and
+// the store's own configs: none for a key-value store (DefaultTopicConfigs apply);
+// cleanup.policy=compact,delete and retention.ms = retention + AdditionalRetention for window
+// and session stores, as Kafka Streams creates them.
+func (s StoreSpec) TopicDefaults() map[string]string {
+	if !s.Windowed() {
+		return nil
+	}
+	retention := s.Window.Retention
+	if retention == 0 { // the store's default
+		retention = max(s.Window.Size+s.Window.Gap+s.Window.Grace, store.DefaultRetention)
+	}
+	ms := retention + s.AdditionalRetention.Milliseconds()
+	if ms < retention { // overflow
+		ms = math.MaxInt64
+	}
+	return map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(ms, 10)}
 }
 
 // TopicSpecs returns the topic specs of the logged stores among specs, for TopicManager.Ensure.
@@ -34,7 +67,7 @@ func TopicSpecs(specs []StoreSpec) []TopicSpec {
 	var out []TopicSpec
 	for _, s := range specs {
 		if !s.LoggingDisabled {
-			out = append(out, TopicSpec{Store: s.Name, Configs: s.TopicConfigs})
+			out = append(out, TopicSpec{Store: s.Name, Defaults: s.TopicDefaults(), Configs: s.TopicConfigs})
 		}
 	}
 	return out
@@ -110,12 +143,25 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 		log: cfg.Logger.Named("changelog").With("processor", cfg.Processor, "partition", cfg.Partition),
 	}
 	for _, s := range cfg.Stores {
-		o := store.Options{Backend: s.Backend, Coalesce: s.Coalesce, Metrics: s.Metrics}
+		o := store.Options{Backend: s.Backend, Coalesce: s.Coalesce, Metrics: s.Metrics, Kind: s.Kind, Window: s.Window}
 		topic := TopicName(cfg.AppID, s.Name)
 		if !s.LoggingDisabled {
-			o.Changelog = &storeLog{tr: t.tr, topic: topic, partition: cfg.Partition}
+			sl := &storeLog{tr: t.tr, topic: topic, partition: cfg.Partition}
+			if s.Windowed() {
+				sl.clock = st // its records carry the stream time: restores rebuild it
+			}
+			o.Changelog = sl
 		}
-		if _, err := st.Open(s.Name, o); err != nil {
+		var err error
+		switch s.Kind {
+		case store.Window:
+			_, err = st.OpenWindow(s.Name, o)
+		case store.Session:
+			_, err = st.OpenSession(s.Name, o)
+		default:
+			_, err = st.Open(s.Name, o)
+		}
+		if err != nil {
 			_ = st.Close()
 			p.release(cfg.Processor, cfg.Partition, tr)
 			return nil, err
@@ -136,8 +182,14 @@ func (t *Task) Processor() string { return t.cfg.Processor }
 // Partition returns the task's partition.
 func (t *Task) Partition() int32 { return t.cfg.Partition }
 
-// Store returns the layered store called name, or nil.
+// Store returns the layered key-value store called name, or nil.
 func (t *Task) Store(name string) store.Store { return t.st.Store(name) }
+
+// WindowStore returns the window store called name, or nil.
+func (t *Task) WindowStore(name string) store.WindowStore { return t.st.WindowStore(name) }
+
+// SessionStore returns the session store called name, or nil.
+func (t *Task) SessionStore(name string) store.SessionStore { return t.st.SessionStore(name) }
 
 // LoggedStores returns the task's logged store partitions, in the order of TaskConfig.Stores.
 func (t *Task) LoggedStores() []LoggedStore { return slices.Clone(t.logged) }

@@ -22,6 +22,9 @@ func DefaultTopicConfigs() map[string]string { return map[string]string{"cleanup
 type TopicSpec struct {
 	// Store is the store's name; the topic is TopicName(appID, Store).
 	Store string
+	// Defaults are the configs of the store's type (StoreSpec.TopicDefaults); they override
+	// DefaultTopicConfigs and are overridden by app-wide configs and Configs.
+	Defaults map[string]string
 	// Configs are the store's topic configs; they override app-wide configs and the defaults.
 	Configs map[string]string
 }
@@ -63,9 +66,11 @@ func NewTopicManager(adm *kadm.Client, s TopicSettings) (*TopicManager, error) {
 }
 
 // Configs returns the configs a store's changelog topic is created with:
-// DefaultTopicConfigs, then the app-wide configs, then the store's (the last wins).
+// DefaultTopicConfigs, then the store type's defaults, then the app-wide configs, then the
+// store's (the last wins).
 func (m *TopicManager) Configs(spec TopicSpec) map[string]string {
 	out := DefaultTopicConfigs()
+	maps.Copy(out, spec.Defaults)
 	maps.Copy(out, m.set.Configs)
 	maps.Copy(out, spec.Configs)
 	return out

@@ -248,7 +248,7 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 				if rec.Attrs.IsControl() {
 					continue
 				}
-				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil})
+				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil, Timestamp: rec.Timestamp.UnixMilli()})
 				last = rec.Offset
 			}
 			if len(ws) > 0 {

@@ -235,6 +235,7 @@ const (
 	nsMeta       = 0x00 // registry: nsMeta 'i' uvarint(len(processor)) processor partition(4) store -> id(4); nsMeta 'n' -> next id(4)
 	nsData       = 0x01 // nsData id(4) user-key -> value
 	nsCheckpoint = 0x02 // nsCheckpoint id(4) -> offset(8) logID(16)
+	nsTime       = 0x03 // nsTime id(4) -> the task's stream time (8) at the partition's last commit or restore
 )
 
 // partitionID returns the id of store name of task id, allocating it on first use.
@@ -288,6 +289,12 @@ func dataPrefix(id uint32) []byte {
 func checkpointKey(id uint32) []byte {
 	return binary.BigEndian.AppendUint32([]byte{nsCheckpoint}, id)
 }
+
+func timeKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{nsTime}, id)
+}
+
+func encodeTime(t int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t)) }
 
 // pebbleLogger sends Pebble's logs to hclog.
 type pebbleLogger struct{ l hclog.Logger }

@@ -78,6 +78,38 @@ func (s *memStore) Delete(key []byte) error {
 	return nil
 }
 
+// deleteRange deletes the keys in [lo, hi) (lo nil: from the first) as uncommitted deletes.
+func (s *memStore) deleteRange(lo, hi []byte) error {
+	if err := s.p.t.check(); err != nil {
+		return err
+	}
+	m := s.p.mem
+	var keys [][]byte
+	for k := range ascend(m.data, lo, hi) {
+		keys = append(keys, k)
+	}
+	for k, e := range ascend(m.pending, lo, hi) {
+		if !e.deleted {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		m.set(clone(k), memEntry{deleted: true})
+	}
+	return nil
+}
+
+// deleteCommitted deletes the committed keys in [lo, hi) (lo nil: from the first); restores use it.
+func (m *memData) deleteCommitted(lo, hi []byte) {
+	var keys [][]byte
+	for k := range ascend(m.data, lo, hi) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		m.data.Delete(k)
+	}
+}
+
 func (m *memData) set(k []byte, e memEntry) {
 	_, old, replaced := m.pending.ReplaceOrInsert(k, e)
 	if replaced {

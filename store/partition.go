@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -31,6 +32,10 @@ type Partition struct {
 	ckpt    int64
 	hasCkpt bool
 	logID   [16]byte
+
+	win       *windowed    // window and session stores only
+	windows   *windowStore // window and session stores only
+	savedTime int64        // pebble only: the stream time stored with the partition; NoTime when none
 }
 
 // Checkpoint is the position of a store partition in its changelog.
@@ -46,6 +51,18 @@ type Write struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
+	// Timestamp is the record's timestamp in ms. A window or session store's changelog
+	// records carry the task's stream time when they were written: the restore raises the
+	// stream time to it.
+	Timestamp int64
+}
+
+// Kind returns the partition's store type.
+func (p *Partition) Kind() Kind {
+	if p.win == nil {
+		return KeyValue
+	}
+	return p.win.kind
 }
 
 // Name returns the store's name.
@@ -84,7 +101,14 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	if p.t.hasPending() {
 		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, ErrPendingWrites)
 	}
+	ws, dropTo, err := p.restoreWrites(ws)
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: restore at offset %d: %w", p.t.id, p.name, cp.Offset, err)
+	}
 	if p.backend == Memory {
+		if dropTo != nil {
+			p.mem.deleteCommitted(nil, dropTo)
+		}
 		for _, w := range ws {
 			if w.Delete {
 				p.mem.data.Delete(w.Key)
@@ -95,6 +119,9 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	} else {
 		b := p.t.m.db.NewBatchWithSize(batchSize(ws))
 		defer b.Close()
+		if dropTo != nil {
+			_ = b.DeleteRange(p.prefix, append(append([]byte(nil), p.prefix...), dropTo...), nil)
+		}
 		for _, w := range ws {
 			k := p.key(w.Key)
 			var err error
@@ -108,12 +135,43 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 			}
 		}
 		_ = b.Set(checkpointKey(p.id), encodeCheckpoint(cp), nil)
+		if p.t.time > p.savedTime {
+			_ = b.Set(timeKey(p.id), encodeTime(p.t.time), nil)
+		}
 		if err := b.Commit(pebble.NoSync); err != nil {
 			return fmt.Errorf("store: task %s store %q: restore batch at offset %d: %w", p.t.id, p.name, cp.Offset, err)
 		}
+		p.savedTime = max(p.savedTime, p.t.time)
 	}
 	p.ckpt, p.hasCkpt, p.logID = cp.Offset, true, cp.LogID
 	return nil
+}
+
+// restoreWrites turns a window or session store's changelog records into writes of its
+// local layout: the stream time rises to each record's timestamp and time, records expired
+// at that stream time are skipped (and counted), and dropTo, when not nil, ends the local
+// key range of the segments that are now expired. A key-value store's writes pass as they are.
+func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err error) {
+	w := p.win
+	if w == nil {
+		return ws, nil, nil
+	}
+	out = make([]Write, 0, len(ws))
+	for _, rec := range ws {
+		key, t1, t2, err := ParseChangelogKey(w.kind, rec.Key)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.t.ObserveTime(rec.Timestamp)
+		p.t.ObserveTime(t1)
+		if w.isExpired(t1, p.t.time) {
+			w.skipped++
+			continue
+		}
+		out = append(out, Write{Key: w.localKey(nil, key, t1, t2), Value: rec.Value, Delete: rec.Delete})
+	}
+	dropTo, _ = w.dropSegments(p.t.time)
+	return out, dropTo, nil
 }
 
 // HasData reports whether the partition's committed state holds any key.
@@ -150,11 +208,41 @@ func (p *Partition) Wipe() error {
 		defer b.Close()
 		_ = b.DeleteRange(p.prefix, p.upper, nil)
 		_ = b.Delete(checkpointKey(p.id), nil)
+		_ = b.Delete(timeKey(p.id), nil)
 		if err := b.Commit(pebble.Sync); err != nil {
 			return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, err)
 		}
+		p.savedTime = NoTime
 	}
 	p.ckpt, p.hasCkpt, p.logID = 0, false, [16]byte{}
+	if p.win != nil {
+		p.win.dropBelow = math.MinInt64
+	}
+	// The wiped store's stream time goes with it: the task keeps what its other stores hold.
+	p.t.time = NoTime
+	for _, o := range p.t.order {
+		if o.backend == Pebble {
+			p.t.ObserveTime(o.savedTime)
+		}
+	}
+	return nil
+}
+
+// loadTime reads the stream time stored with the partition.
+func (p *Partition) loadTime() error {
+	p.savedTime = NoTime
+	v, c, err := p.t.m.db.Get(timeKey(p.id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: read stream time: %w", p.t.id, p.name, err)
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return fmt.Errorf("store: task %s store %q: corrupt stream time record of %d bytes", p.t.id, p.name, len(v))
+	}
+	p.savedTime = int64(binary.BigEndian.Uint64(v))
 	return nil
 }
 

@@ -54,6 +54,21 @@ func (s *pebbleStore) Delete(key []byte) error {
 	return nil
 }
 
+// deleteRange deletes the user keys in [lo, hi) (lo nil: from the first) with one range
+// tombstone in the task's batch. It is not logged: expiry is not a change a restore replays.
+func (s *pebbleStore) deleteRange(lo, hi []byte) error {
+	t := s.p.t
+	if err := t.check(); err != nil {
+		return err
+	}
+	start := append(append([]byte(nil), s.p.prefix...), lo...)
+	end := append(append([]byte(nil), s.p.prefix...), hi...)
+	if err := t.batch.DeleteRange(start, end, nil); err != nil {
+		return fmt.Errorf("store: task %s store %q: delete range: %w", t.id, s.p.name, err)
+	}
+	return nil
+}
+
 func (s *pebbleStore) Range(start, end []byte) (Iterator, error) {
 	lo := append(append([]byte(nil), s.p.prefix...), start...)
 	hi := s.p.upper

@@ -137,4 +137,9 @@ type Options struct {
 	Coalesce bool
 	// Metrics, when not nil, observes every operation (the metered layer). Default nil: no metered layer.
 	Metrics Metrics
+	// Kind is the store's type. Default KeyValue; Window and Session stores are opened with
+	// Task.OpenWindow and Task.OpenSession.
+	Kind Kind
+	// Window configures a Window or Session store; ignored for KeyValue.
+	Window WindowSpec
 }

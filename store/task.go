@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -34,6 +35,10 @@ type Task struct {
 	closed  bool
 	failErr error
 
+	// time is the task's stream time: the largest record timestamp it has observed, loaded
+	// from its Pebble stores and raised by restores; NoTime when unknown.
+	time int64
+
 	// unloggedWrites is set when the batch holds writes to a Pebble store
 	// without a changelog: nothing could restore them, so Apply syncs.
 	unloggedWrites bool
@@ -51,7 +56,33 @@ func newTask(m *Manager, id TaskID, dir string) *Task {
 		batch: m.db.NewIndexedBatch(),
 		parts: make(map[string]*Partition),
 		iters: make(map[invalidator]struct{}),
+		time:  NoTime,
 	}
+}
+
+// StreamTime returns the task's stream time: the largest record timestamp observed
+// (ObserveTime), persisted with every commit in the task's Pebble stores and recovered by
+// restores of window and session stores; NoTime when unknown.
+func (t *Task) StreamTime() int64 { return t.time }
+
+// ObserveTime raises the stream time to ts if ts is larger. Negative timestamps (Kafka's
+// "no timestamp") are ignored.
+func (t *Task) ObserveTime(ts int64) {
+	if ts > t.time {
+		t.time = ts
+	}
+}
+
+// DroppedWrites returns how many writes the task's window and session stores dropped since
+// they were opened: late (the window or session was closed) and expired, and how many
+// changelog records restores skipped because they were expired.
+func (t *Task) DroppedWrites() (late, expired, skipped int64) {
+	for _, p := range t.order {
+		if p.win != nil {
+			late, expired, skipped = late+p.win.late, expired+p.win.expired, skipped+p.win.skipped
+		}
+	}
+	return late, expired, skipped
 }
 
 // ID returns the task's processor and partition.
@@ -71,11 +102,65 @@ func (t *Task) check() error {
 	return nil
 }
 
-// Open opens the store called name with its options and returns it as a
+// Open opens the key-value store called name with its options and returns it as a
 // layered Store: metered (when o.Metrics is set) -> coalescing (when
 // o.Coalesce) -> logging (when o.Changelog is set) -> pebble | memory.
 // A store can be opened once per task.
 func (t *Task) Open(name string, o Options) (Store, error) {
+	if o.Kind != KeyValue {
+		return nil, fmt.Errorf("store: task %s store %q: Open opens key-value stores, not %s stores", t.id, name, o.Kind)
+	}
+	p, err := t.open(name, o)
+	if err != nil {
+		return nil, err
+	}
+	p.top = t.build(p, o)
+	return p.top, nil
+}
+
+// OpenWindow opens the window store called name (o.Kind Window, o.Window its spec). It is
+// metered when o.Metrics is set and logged when o.Changelog is set; it cannot coalesce.
+func (t *Task) OpenWindow(name string, o Options) (WindowStore, error) {
+	s, err := t.openWindowed(name, o, Window)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenSession opens the session store called name (o.Kind Session, o.Window its spec), as
+// OpenWindow.
+func (t *Task) OpenSession(name string, o Options) (SessionStore, error) {
+	s, err := t.openWindowed(name, o, Session)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionStore{s}, nil
+}
+
+func (t *Task) openWindowed(name string, o Options, k Kind) (*windowStore, error) {
+	if o.Kind != k {
+		return nil, fmt.Errorf("store: task %s store %q: opening a %s store with Options.Kind %s", t.id, name, k, o.Kind)
+	}
+	if o.Coalesce {
+		return nil, fmt.Errorf("store: task %s store %q: %s stores cannot coalesce", t.id, name, k)
+	}
+	spec := o.Window
+	if err := spec.validate(k); err != nil {
+		return nil, fmt.Errorf("store: task %s store %q: %w", t.id, name, err)
+	}
+	o.Window = spec
+	p, err := t.open(name, o)
+	if err != nil {
+		return nil, err
+	}
+	ws := &windowStore{p: p, w: p.win, base: p.base, del: p.base.(rangeDeleter), log: o.Changelog, metrics: o.Metrics}
+	p.windows = ws
+	return ws, nil
+}
+
+// open opens the partition of the store called name, without its layers.
+func (t *Task) open(name string, o Options) (*Partition, error) {
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -85,7 +170,10 @@ func (t *Task) Open(name string, o Options) (Store, error) {
 	if _, ok := t.parts[name]; ok {
 		return nil, fmt.Errorf("store: task %s: store %q is already open", t.id, name)
 	}
-	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil}
+	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil, savedTime: NoTime}
+	if o.Kind != KeyValue {
+		p.win = &windowed{kind: o.Kind, spec: o.Window, dropBelow: math.MinInt64}
+	}
 	switch o.Backend {
 	case Pebble:
 		id, err := t.m.partitionID(t.id, name)
@@ -98,6 +186,10 @@ func (t *Task) Open(name string, o Options) (Store, error) {
 		if err := p.loadCheckpoint(); err != nil {
 			return nil, err
 		}
+		if err := p.loadTime(); err != nil {
+			return nil, err
+		}
+		t.ObserveTime(p.savedTime)
 		p.base = &pebbleStore{p: p}
 	case Memory:
 		p.mem = newMemData()
@@ -105,10 +197,9 @@ func (t *Task) Open(name string, o Options) (Store, error) {
 	default:
 		return nil, fmt.Errorf("store: task %s store %q: unknown backend %v", t.id, name, o.Backend)
 	}
-	p.top = t.build(p, o)
 	t.parts[name] = p
 	t.order = append(t.order, p)
-	return p.top, nil
+	return p, nil
 }
 
 // build stacks the layers of a store partition over its base.
@@ -128,10 +219,26 @@ func (t *Task) build(p *Partition, o Options) Store {
 	return s
 }
 
-// Store returns the layered Store opened under name, or nil.
+// Store returns the layered key-value Store opened under name, or nil.
 func (t *Task) Store(name string) Store {
-	if p := t.parts[name]; p != nil {
+	if p := t.parts[name]; p != nil && p.top != nil {
 		return p.top
+	}
+	return nil
+}
+
+// WindowStore returns the window store opened under name, or nil.
+func (t *Task) WindowStore(name string) WindowStore {
+	if p := t.parts[name]; p != nil && p.win != nil && p.win.kind == Window {
+		return p.windows
+	}
+	return nil
+}
+
+// SessionStore returns the session store opened under name, or nil.
+func (t *Task) SessionStore(name string) SessionStore {
+	if p := t.parts[name]; p != nil && p.win != nil && p.win.kind == Session {
+		return &sessionStore{p.windows}
 	}
 	return nil
 }
@@ -212,6 +319,11 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 			_ = t.batch.Set(checkpointKey(p.id), encodeCheckpoint(Checkpoint{checkpoints[name], p.logID}), nil)
 		}
 	}
+	for _, p := range t.order {
+		if p.backend == Pebble && t.time > p.savedTime {
+			_ = t.batch.Set(timeKey(p.id), encodeTime(t.time), nil)
+		}
+	}
 	if !t.batch.Empty() {
 		wo := t.m.wo
 		if t.unloggedWrites {
@@ -234,6 +346,11 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 	for _, name := range names {
 		p := t.parts[name]
 		p.ckpt, p.hasCkpt = checkpoints[name], true
+	}
+	for _, p := range t.order {
+		if p.backend == Pebble {
+			p.savedTime = max(p.savedTime, t.time)
+		}
 	}
 	return nil
 }
