@@ -50,6 +50,9 @@ type Config struct {
 	// sub-logger "engine" and guests under "guest" with the keys processor, partition and
 	// offset. Default: a logger that discards everything.
 	Logger hclog.Logger
+
+	// Now is the clock of wall-clock punctuations. Default: time.Now.
+	Now func() time.Time
 }
 
 // withDefaults returns c with zero settings replaced by their defaults, or an error naming

@@ -74,8 +74,11 @@ func (e *Engine) instantiateHostModules(ctx context.Context) error {
 	b := e.rt.NewHostModuleBuilder(abi.ModuleName)
 	for _, f := range hostFunctions() {
 		params := make([]api.ValueType, len(abi.Signatures[f.name]))
-		for i := range params {
+		for i, name := range abi.Signatures[f.name] {
 			params[i] = api.ValueTypeI32
+			if abi.IsI64Param(name) {
+				params[i] = api.ValueTypeI64
+			}
 		}
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(goModuleFunc(f.fn), params, []api.ValueType{api.ValueTypeI32}).

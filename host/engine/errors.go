@@ -70,6 +70,7 @@ type GuestError struct {
 	Kind        error
 	Code        int32  // the guest's non-zero result, for ErrGuestFailed
 	Detail      string // what the guest said: its set_error message, or the start of its stderr
+	Punctuation string // the punctuation that failed ("punctuation 0 at stream time 1234"), "" for a batch or init
 	Err         error
 }
 
@@ -79,6 +80,8 @@ func (e *GuestError) Error() string {
 	fmt.Fprintf(&b, "engine: processor %q partition %d", e.Processor, e.Partition)
 	if e.Offset >= 0 {
 		fmt.Fprintf(&b, " offset %d (topic %q, batch %d..%d)", e.Offset, e.Topic, e.FirstOffset, e.LastOffset)
+	} else if e.Punctuation != "" {
+		fmt.Fprintf(&b, " (%s)", e.Punctuation)
 	} else {
 		b.WriteString(" (no current record)")
 	}

@@ -33,6 +33,8 @@ var goGuests = map[string]string{
 	"count":       "plugins/count",
 	"leaderboard": "plugins/leaderboard",
 	"goprobe":     "host/engine/testdata/goprobe",
+	"windowcount": "plugins/windowcount",
+	"sessionize":  "plugins/sessionize",
 }
 
 // cGuests are the C guests: source and checked-in build, from the module root.

@@ -7,6 +7,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/statehost/statehost/abi"
+	"github.com/statehost/statehost/store"
 )
 
 // hostFunction is one function of the statehost host module.
@@ -38,6 +39,17 @@ func hostFunctions() []hostFunction {
 		{abi.FuncLog, hostLog},
 		{abi.FuncSetError, hostSetError},
 		{abi.FuncBufferNeeded, hostBufferNeeded},
+		{abi.FuncStoreInfo, hostStoreInfo},
+		{abi.FuncWindowPut, hostWindowPut},
+		{abi.FuncWindowGet, hostWindowGet},
+		{abi.FuncWindowFetch, hostWindowFetch},
+		{abi.FuncWindowFetchAll, hostWindowFetchAll},
+		{abi.FuncSessionPut, hostSessionPut},
+		{abi.FuncSessionGet, hostSessionGet},
+		{abi.FuncSessionFind, hostSessionFind},
+		{abi.FuncSessionFindAll, hostSessionFindAll},
+		{abi.FuncStreamTime, hostStreamTime},
+		{abi.FuncSchedule, hostSchedule},
 	}
 }
 
@@ -54,7 +66,7 @@ func goModuleFunc(fn func(c call) int32) api.GoModuleFunc {
 }
 
 // call is one call of a host function: the instance it serves, the guest call's context,
-// the guest's memory, and the arguments on the stack (every parameter is an i32). Its
+// the guest's memory, and the arguments on the stack (i32s, and i64s for times). Its
 // decoders check each argument; the first that fails sets code, and the decoders after it
 // return nothing, so a host function decodes all its arguments, then returns code if it is
 // set. Decoders run in parameter order: when several arguments are bad, the first decides.
@@ -68,6 +80,9 @@ type call struct {
 
 // i32 returns parameter i.
 func (c *call) i32(i int) int32 { return api.DecodeI32(c.stack[i]) }
+
+// i64 returns parameter i, an i64.
+func (c *call) i64(i int) int64 { return int64(c.stack[i]) }
 
 // bytes returns the guest memory region (pointer i, length i+1) without copying: a view,
 // valid until the guest runs again. The length must be >= 0.
@@ -104,8 +119,12 @@ func (c *call) name(i int) []byte {
 	return c.bytes(i)
 }
 
-// store returns the open store whose handle is parameter i, and the handle.
-func (c *call) store(i int) (*openStore, int32) {
+// store returns the open key-value store whose handle is parameter i, and the handle.
+func (c *call) store(i int) (*openStore, int32) { return c.storeOf(i, abi.StoreKeyValue) }
+
+// storeOf returns the open store of type kind (-1: any) whose handle is parameter i, and
+// the handle: CodeBadHandle when it is not open, CodeWrongStoreType when it is of another type.
+func (c *call) storeOf(i int, kind int32) (*openStore, int32) {
 	h := c.i32(i)
 	if c.code != abi.CodeOK {
 		return nil, h
@@ -114,7 +133,12 @@ func (c *call) store(i int) (*openStore, int32) {
 		c.code = abi.CodeBadHandle
 		return nil, h
 	}
-	return &c.in.stores[h], h
+	s := &c.in.stores[h]
+	if kind >= 0 && s.kind != kind {
+		c.code = abi.CodeWrongStoreType
+		return nil, h
+	}
+	return s, h
 }
 
 // storeFailed records a store failure; the call will fail with ErrStore.
@@ -140,12 +164,18 @@ func hostStoreOpen(c call) int32 {
 	if h, ok := in.storeIndex[string(name)]; ok {
 		return h
 	}
-	s, ok := in.task.Stores[string(name)]
-	if !ok {
+	os := openStore{name: string(name)}
+	if s, ok := in.task.Stores[string(name)]; ok {
+		os.kind, os.store = abi.StoreKeyValue, s
+	} else if w, ok := in.task.Windows[string(name)]; ok {
+		os.kind, os.win = abi.StoreWindow, w
+	} else if ss, ok := in.task.Sessions[string(name)]; ok {
+		os.kind, os.sess = abi.StoreSession, ss
+	} else {
 		return abi.CodeUnknownStore
 	}
 	h := int32(len(in.stores))
-	in.stores = append(in.stores, openStore{name: string(name), store: s})
+	in.stores = append(in.stores, os)
 	in.storeIndex[string(name)] = h
 	return h
 }
@@ -253,10 +283,25 @@ func (in *Instance) freeIterator() int32 {
 	return -1
 }
 
-// openIterator opens an iterator over store s (handle h) with open, puts it into a free
-// slot and returns its handle: CodeLimit when no slot is free, CodeStoreFailed when open
-// fails (op names the operation in the error).
+// openIterator opens an iterator over key-value store s (handle h) with open, puts it into
+// a free slot and returns its handle: CodeLimit when no slot is free, CodeStoreFailed when
+// open fails (op names the operation in the error).
 func (in *Instance) openIterator(s *openStore, h int32, op string, open func() (Iterator, error)) int32 {
+	return in.addIterator(s, h, op, func() (*openIterator, error) {
+		it, err := open()
+		return &openIterator{it: it}, err
+	})
+}
+
+// openWindowIterator is openIterator for a window or session store.
+func (in *Instance) openWindowIterator(s *openStore, h int32, op string, open func() (store.WindowIterator, error)) int32 {
+	return in.addIterator(s, h, op, func() (*openIterator, error) {
+		it, err := open()
+		return &openIterator{wit: it}, err
+	})
+}
+
+func (in *Instance) addIterator(s *openStore, h int32, op string, open func() (*openIterator, error)) int32 {
 	slot := in.freeIterator()
 	if slot < 0 {
 		return abi.CodeLimit
@@ -265,9 +310,10 @@ func (in *Instance) openIterator(s *openStore, h int32, op string, open func() (
 	if err != nil {
 		return in.storeFailed(s, op, err)
 	}
+	it.store = h
 	gen := (in.iterGen[slot] + 1) & iterGenMask
 	in.iterGen[slot] = gen
-	in.iters[slot] = &openIterator{store: h, it: it}
+	in.iters[slot] = it
 	return slot | gen<<iterSlotBits
 }
 
@@ -294,17 +340,16 @@ func hostIterNext(c call) int32 {
 	n := 0
 	for !it.done {
 		if !it.pending {
-			if !it.it.Next() {
+			if !it.next() {
 				it.done = true
-				if err := it.it.Err(); err != nil {
+				if err := it.err(); err != nil {
 					return c.in.storeFailed(&c.in.stores[it.store], "iterate", err)
 				}
 				break
 			}
 			it.pending = true
 		}
-		k, v := it.it.Key(), it.it.Value()
-		size := abi.EntrySize(len(k), len(v))
+		size := it.size()
 		if n+size > len(buf) {
 			if n == 0 {
 				c.in.needed = int32(size)
@@ -312,11 +357,50 @@ func hostIterNext(c call) int32 {
 			}
 			break
 		}
-		putEntry(buf[n:], k, v)
+		it.put(buf[n:])
 		n += size
 		it.pending = false
 	}
 	return int32(n)
+}
+
+func (it *openIterator) next() bool {
+	if it.wit != nil {
+		return it.wit.Next()
+	}
+	return it.it.Next()
+}
+
+func (it *openIterator) err() error {
+	if it.wit != nil {
+		return it.wit.Err()
+	}
+	return it.it.Err()
+}
+
+func (it *openIterator) close() error {
+	if it.wit != nil {
+		return it.wit.Close()
+	}
+	return it.it.Close()
+}
+
+// size returns the encoded size of the current entry.
+func (it *openIterator) size() int {
+	if it.wit != nil {
+		return abi.WindowEntrySize(len(it.wit.Key()), len(it.wit.Value()))
+	}
+	return abi.EntrySize(len(it.it.Key()), len(it.it.Value()))
+}
+
+// put writes the current entry at the start of b: a window entry for a window or session
+// iterator, else an entry (whose value is never null).
+func (it *openIterator) put(b []byte) {
+	if w := it.wit; w != nil {
+		abi.PutWindowEntry(b, w.Start(), w.End(), w.Key(), w.Value())
+		return
+	}
+	putEntry(b, it.it.Key(), it.it.Value())
 }
 
 // putEntry writes a store entry (whose value is never null) at the start of b.
@@ -333,7 +417,7 @@ func hostIterClose(c call) int32 {
 		return c.code
 	}
 	c.in.iters[slot] = nil
-	if err := it.it.Close(); err != nil {
+	if err := it.close(); err != nil {
 		return c.in.storeFailed(&c.in.stores[it.store], "close iterator", err)
 	}
 	return abi.CodeOK

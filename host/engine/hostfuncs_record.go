@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -44,6 +45,9 @@ func hostRecordNext(c call) int32 {
 	}
 	n := abi.PutRecord(buf, h, r.Topic, r.Key, r.Value)
 	in.cursor, in.last, in.blame = next, next, next
+	if h.Timestamp >= 0 {
+		in.task.Clock.ObserveTime(h.Timestamp)
+	}
 	return int32(n)
 }
 
@@ -77,8 +81,13 @@ func hostRecordHeaders(c call) int32 {
 
 func hostEmit(c call) int32 {
 	in := c.in
-	r := in.current()
-	if r == nil {
+	var ts time.Time
+	switch r := in.current(); {
+	case r != nil:
+		ts = r.Timestamp
+	case in.punct != nil:
+		ts = time.UnixMilli(in.punct.time)
+	default:
 		return abi.CodeNoRecord
 	}
 	out := c.i32(0)
@@ -94,7 +103,7 @@ func hostEmit(c call) int32 {
 	if len(key)+len(value)+len(hdrs) > abi.MaxEmitBytes {
 		return abi.CodeLimit
 	}
-	rec := OutputRecord{Topic: in.task.Outputs[out], Timestamp: r.Timestamp}
+	rec := OutputRecord{Topic: in.task.Outputs[out], Timestamp: ts}
 	if len(hdrs) > 0 {
 		var code int32
 		if rec.Headers, code = copyHeaders(hdrs); code != abi.CodeOK {

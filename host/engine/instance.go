@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/statehost/statehost/abi"
+	"github.com/statehost/statehost/store"
 )
 
 // Task describes what one instance serves: a processor on one partition.
@@ -20,8 +21,17 @@ type Task struct {
 	Processor string
 	// Partition is the task's partition, used in logs and errors.
 	Partition int32
-	// Stores are the processor's stores by name; the guest opens them with store_open.
+	// Stores are the processor's key-value stores by name; the guest opens them (and the
+	// window and session stores) with store_open.
 	Stores map[string]Store
+	// Windows are the processor's window stores by name.
+	Windows map[string]store.WindowStore
+	// Sessions are the processor's session stores by name.
+	Sessions map[string]store.SessionStore
+	// Clock keeps the task's stream time: record_next raises it to each record's timestamp,
+	// and the window and session stores read it. Default: a clock of the instance's own,
+	// starting unknown (as a store.Task does).
+	Clock Clock
 	// Outputs are the processor's output topics; the guest emits by index (0 = the first).
 	Outputs []string
 	// Emitter takes the emitted records. Required when Outputs is not empty.
@@ -52,6 +62,8 @@ type Instance struct {
 
 	stores     []openStore
 	storeIndex map[string]int32
+	schedules  []schedule
+	punct      *punctuation // the punctuation being run, nil outside statehost_punctuate
 	iters      [abi.MaxOpenIterators]*openIterator
 	iterGen    [abi.MaxOpenIterators]int32 // generation of each slot's latest handle
 
@@ -77,19 +89,41 @@ type Instance struct {
 	closed         bool
 }
 
-// openStore is a store opened by the guest.
+// openStore is a store opened by the guest: store for a key-value store, win for a window
+// store, sess for a session store.
 type openStore struct {
 	name  string
+	kind  int32 // abi.StoreKeyValue, abi.StoreWindow or abi.StoreSession
 	store Store
+	win   store.WindowStore
+	sess  store.SessionStore
 }
 
-// openIterator is an iterator opened by the guest. When pending is set, the iterator is
-// positioned on an entry that has not been written to the guest yet.
+// openIterator is an iterator opened by the guest: it over a key-value store, or wit over a
+// window or session store. When pending is set, the iterator is positioned on an entry that
+// has not been written to the guest yet.
 type openIterator struct {
 	store   int32
 	it      Iterator
+	wit     store.WindowIterator
 	pending bool
 	done    bool
+}
+
+// Clock keeps a task's stream time; *store.Task is one.
+type Clock interface {
+	StreamTime() int64
+	ObserveTime(ts int64)
+}
+
+// ownClock is the Clock of an instance whose Task has none.
+type ownClock struct{ t int64 }
+
+func (c *ownClock) StreamTime() int64 { return c.t }
+func (c *ownClock) ObserveTime(ts int64) {
+	if ts > c.t {
+		c.t = ts
+	}
 }
 
 // callCtx is the context of a guest call: it carries the instance to the host functions
@@ -137,6 +171,9 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 	base := task.Logger
 	if base == nil {
 		base = m.eng.cfg.Logger
+	}
+	if task.Clock == nil {
+		task.Clock = &ownClock{t: abi.NoTime}
 	}
 	in := &Instance{
 		mod:        m,
@@ -351,7 +388,7 @@ func (in *Instance) current() *Record {
 func (in *Instance) closeIterators() {
 	for i, it := range in.iters {
 		if it != nil {
-			if err := it.it.Close(); err != nil {
+			if err := it.close(); err != nil {
 				in.log.Warn("closing store iterator", "store", in.stores[it.store].name, "error", err)
 			}
 			in.iters[i] = nil

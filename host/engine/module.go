@@ -27,6 +27,8 @@ type Module struct {
 	hash     string
 	compiled wazero.CompiledModule
 	hasInit  bool
+	// hasPunctuate: the module exports statehost_punctuate, so it may schedule punctuations.
+	hasPunctuate bool
 }
 
 // Name returns the name given to Compile (the file path for CompileFile).
@@ -86,6 +88,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, &ModuleError{Module: name, Problems: []string{"cannot be instantiated: " + err.Error()}}
 	}
 	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
+	_, m.hasPunctuate = cm.ExportedFunctions()[abi.ExportPunctuate]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
 	return m, nil
 }
@@ -179,6 +182,7 @@ func (e *Engine) validate(cm wazero.CompiledModule) []string {
 		{abi.ExportProcessBatch, i32, i32, true},
 		{abi.ExportInit, nil, i32, false},
 		{abi.ExportInitialize, nil, nil, false},
+		{abi.ExportPunctuate, []api.ValueType{api.ValueTypeI32, api.ValueTypeI64}, i32, false},
 		{abi.VersionExport, nil, nil, false},
 	} {
 		def, ok := exports[want.name]

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/statehost/statehost/abi"
+)
+
+// schedule is a punctuation schedule of an instance (abi schedule).
+type schedule struct {
+	kind     int32 // abi.ScheduleStreamTime or abi.ScheduleWallClock
+	interval int64 // ms
+	next     int64 // the time it fires next; abi.NoTime for a stream-time schedule not fired yet
+}
+
+// punctuation is a statehost_punctuate call in progress.
+type punctuation struct {
+	id   int32
+	kind int32
+	time int64
+}
+
+func (p *punctuation) String() string {
+	clock := "stream time"
+	if p.kind == abi.ScheduleWallClock {
+		clock = "wall-clock time"
+	}
+	return fmt.Sprintf("punctuation %d at %s %d", p.id, clock, p.time)
+}
+
+// now returns the engine's clock (Config.Now).
+func (in *Instance) now() time.Time {
+	if f := in.mod.eng.cfg.Now; f != nil {
+		return f()
+	}
+	return time.Now()
+}
+
+// Punctuate runs the punctuations that are due: stream-time schedules against the task's
+// stream time (Task.Clock), wall-clock schedules against the engine's clock. Call it between
+// batches. It returns how many ran. A failure is a *GuestError whose Punctuation names the
+// punctuation; the instance is dead after it, as after a failed batch.
+func (in *Instance) Punctuate(ctx context.Context) (int, error) {
+	if len(in.schedules) == 0 {
+		return 0, nil
+	}
+	if !in.busy.CompareAndSwap(false, true) {
+		return 0, ErrInstanceBusy
+	}
+	defer in.busy.Store(false)
+	if in.closed {
+		return 0, ErrClosed
+	}
+	if in.dead != nil {
+		return 0, fmt.Errorf("engine: processor %q partition %d: %w; it failed earlier: %v",
+			in.task.Processor, in.task.Partition, ErrInstanceDead, in.dead)
+	}
+	fn := in.guest.ExportedFunction(abi.ExportPunctuate)
+	ran := 0
+	for id := range in.schedules {
+		s := &in.schedules[id]
+		var now int64
+		if s.kind == abi.ScheduleStreamTime {
+			now = in.task.Clock.StreamTime()
+			if now == abi.NoTime || (s.next != abi.NoTime && now < s.next) {
+				continue
+			}
+		} else {
+			now = in.now().UnixMilli()
+			if now < s.next {
+				continue
+			}
+		}
+		s.next = now + s.interval
+		p := &punctuation{id: int32(id), kind: s.kind, time: now}
+		in.punct = p
+		stack := [2]uint64{api.EncodeI32(int32(id)), uint64(now)}
+		err := in.call(ctx, fn, stack[:])
+		in.punct = nil
+		if err != nil {
+			var ge *GuestError
+			if errors.As(err, &ge) {
+				ge.Punctuation = p.String()
+			}
+			return ran, err
+		}
+		ran++
+	}
+	return ran, nil
+}
+
+// NextWallPunctuation returns when the next wall-clock punctuation is due, and false when the
+// instance has none.
+func (in *Instance) NextWallPunctuation() (time.Time, bool) {
+	var next int64
+	found := false
+	for _, s := range in.schedules {
+		if s.kind == abi.ScheduleWallClock && (!found || s.next < next) {
+			next, found = s.next, true
+		}
+	}
+	return time.UnixMilli(next), found
+}
