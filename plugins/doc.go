@@ -1,6 +1,9 @@
 // Package plugins holds the example statehost plugins, one per directory: tokenize and
-// count (the two halves of the word-count demo), leaderboard (two stores and range scans)
-// and count_c (count written in C from package abi's documentation).
+// count (the two halves of the word-count demo), leaderboard (two stores and range scans),
+// count_c (count written in C from package abi's documentation), windowcount (counts per
+// key in tumbling or hopping windows of a window store, emitted once per window when it
+// closes, from a stream-time punctuation) and sessionize (per-user sessions in a session
+// store, merged by inactivity gap and emitted once each when final).
 //
 // Build every plugin to plugins/<name>/<name>.wasm with, from the repository root:
 //

@@ -1,6 +1,7 @@
 package pluginsdk
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -16,9 +17,20 @@ type Context interface {
 	Record() Record
 	// Headers returns the current record's headers (fetched on first call per record).
 	Headers() ([]Header, error)
-	// Store returns the store with that name, opened once per instance. Operations on a
-	// store the host does not have return an error matching ErrUnknownStore.
+	// Store returns the key-value store with that name, opened once per instance.
+	// Operations on a store the host does not have return an error matching
+	// ErrUnknownStore, and on a store of another type one matching ErrWrongStoreType.
 	Store(name string) *Store
+	// WindowStore returns the window store with that name, opened once per instance (see
+	// WindowStore.Err for a store that could not be opened).
+	WindowStore(name string) *WindowStore
+	// SessionStore returns the session store with that name, opened once per instance (see
+	// SessionStore.Err for a store that could not be opened).
+	SessionStore(name string) *SessionStore
+	// StreamTime returns the task's stream time in milliseconds since the Unix epoch: the
+	// largest timestamp of the records the task has taken, the current record's included,
+	// kept across restarts; abi.NoTime before any.
+	StreamTime() int64
 	// Emit sends a record to the processor's first output topic. A nil key or value is
 	// null; a nil value is a tombstone. The host copies both.
 	Emit(key, value []byte) error
@@ -73,8 +85,13 @@ const (
 	Error Level = Level(abi.LevelError)
 )
 
+// stateCtx holds what Context and PunctuationContext share: stores, stream time, output
+// and logging, all over the instance's state g.
+type stateCtx struct{}
+
 // procCtx implements Context over the instance's state g.
 type procCtx struct {
+	stateCtx
 	rec        Record
 	headers    []Header
 	hasHeaders bool // headers fetched for rec
@@ -104,10 +121,10 @@ func (c *procCtx) Headers() ([]Header, error) {
 	return c.headers, nil
 }
 
-func (c *procCtx) Store(name string) *Store {
+func (stateCtx) Store(name string) *Store {
 	// Fast path: the same name as last time, usually the very same string literal (no
 	// byte comparison, no call).
-	if s := g.lastStore; s != nil && len(s.name) == len(name) && unsafe.StringData(s.name) == unsafe.StringData(name) {
+	if s := g.lastStore; s != nil && sameString(s.name, name) {
 		return s
 	}
 	s := g.store(name)
@@ -115,18 +132,44 @@ func (c *procCtx) Store(name string) *Store {
 	return s
 }
 
-func (c *procCtx) Emit(key, value []byte) error {
+func (stateCtx) WindowStore(name string) *WindowStore {
+	if s := g.lastWindow; s != nil && sameString(s.name, name) {
+		return s
+	}
+	s := g.windowStore(name)
+	g.lastWindow = s
+	return s
+}
+
+func (stateCtx) SessionStore(name string) *SessionStore {
+	if s := g.lastSession; s != nil && sameString(s.name, name) {
+		return s
+	}
+	s := g.sessionStore(name)
+	g.lastSession = s
+	return s
+}
+
+// sameString reports whether a and b are the very same string (same bytes in memory), the
+// usual case of a store named by a literal; other strings take the slow path.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+func (stateCtx) StreamTime() int64 { return streamTime() }
+
+func (stateCtx) Emit(key, value []byte) error {
 	if code := hEmit(0, key, value, nil); code < 0 {
 		return opError("emit", code)
 	}
 	return nil
 }
 
-func (c *procCtx) EmitTo(output string, key, value []byte) error {
+func (c stateCtx) EmitTo(output string, key, value []byte) error {
 	return c.Send(Message{Output: output, Key: key, Value: value})
 }
 
-func (c *procCtx) Send(m Message) error {
+func (stateCtx) Send(m Message) error {
 	out := int32(0)
 	if m.Output != "" {
 		var err error
@@ -152,8 +195,16 @@ func emit(out int32, key, value, hdrs []byte) error {
 	return nil
 }
 
-func (c *procCtx) Log(level Level, msg string) { hLog(int32(level), msg) }
+func (stateCtx) Log(level Level, msg string) { hLog(int32(level), msg) }
 
-func (c *procCtx) Logf(level Level, format string, args ...any) {
+func (stateCtx) Logf(level Level, format string, args ...any) {
 	hLog(int32(level), fmt.Sprintf(format, args...))
+}
+
+// streamTime asks the host for the stream time; abi.NoTime if it cannot say.
+func streamTime() int64 {
+	if hStreamTime(&g.timeBuf) < 0 {
+		return abi.NoTime
+	}
+	return int64(binary.LittleEndian.Uint64(g.timeBuf[:]))
 }

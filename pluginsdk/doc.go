@@ -28,9 +28,44 @@
 // The same package compiles natively, where package sdktest runs it against an in-memory
 // host: a plugin is unit-tested with plain go test, without Kafka or wasm.
 //
+// # Window and session stores
+//
+// Context.WindowStore and Context.SessionStore open the stores of those types (declare them
+// with WithWindowStores and WithSessionStores to check them when the instance starts);
+// Context.Store is for key-value stores. Times are int64 milliseconds since the Unix epoch,
+// as record timestamps; Context.StreamTime is the task's stream time (abi.NoTime before any
+// record). See "Windows and sessions" in package abi for when a window or session is closed
+// (a put is dropped: Put returns stored = false) and expired (it is invisible).
+//
+//	windows := ctx.WindowStore("per-minute")
+//	for _, start := range windows.WindowsFor(ctx.Record().Timestamp.UnixMilli()) {
+//		old, found, err := windows.Get(key, start)
+//		...
+//		stored, err := windows.Put(key, start, updated)
+//	}
+//
+// WindowStore.WindowsFor gives the windows of a record (tumbling or hopping, from the
+// store's WindowSize and Advance); WindowStore.Fetch and FetchAll, SessionStore.Find and
+// FindAll return a WindowIterator. SessionStore.Merge does sessionization: it merges a
+// record's time and value into the key's sessions within the store's inactivity gap.
+//
+// # Punctuation
+//
+// WithPunctuation registers a PunctuateFunc that the host calls between batches, every
+// interval of stream time (StreamTimePunctuation) or of its clock (WallClockPunctuation),
+// with a PunctuationContext: no record, but stores, emit and log. Emit final results of
+// windows and sessions from a stream-time punctuation:
+//
+//	pluginsdk.Register(count, pluginsdk.WithWindowStores("per-minute"),
+//		pluginsdk.WithPunctuation(pluginsdk.StreamTimePunctuation, time.Second, emitClosed))
+//
+// plugins/windowcount and plugins/sessionize are complete examples.
+//
+// # Calls and buffers
+//
 // The processor function is called once per record, inside the one guest call the host
 // makes per batch. Slices the SDK returns (record key and value, store values, iterator
 // entries) are views of SDK buffers, valid until the documented next call: copy what you
-// keep. Keep durable state in stores, not in globals: the host may discard an instance and
+// keep. A punctuation is a guest call of its own. Keep durable state in stores, not in globals: the host may discard an instance and
 // replay records from its last commit into a new one.
 package pluginsdk

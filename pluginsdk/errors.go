@@ -24,6 +24,9 @@ var (
 	ErrLimit         error = Code(abi.CodeLimit)
 	ErrStoreFailed   error = Code(abi.CodeStoreFailed)
 	ErrEmitFailed    error = Code(abi.CodeEmitFailed)
+	// ErrWrongStoreType: a store of another type, for example Context.WindowStore naming a
+	// key-value store.
+	ErrWrongStoreType error = Code(abi.CodeWrongStoreType)
 )
 
 // opError wraps a host code with what was being done.

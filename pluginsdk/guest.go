@@ -2,6 +2,8 @@ package pluginsdk
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/statehost/statehost/abi"
@@ -17,14 +19,21 @@ const (
 
 // instance is the SDK's state in one guest instance.
 type instance struct {
-	ctx        procCtx
-	recBuf     []byte
-	hdrBuf     []byte
-	emitHdrBuf []byte
-	stores     []*Store // by order of opening; few, so a linear search beats a map
-	lastStore  *Store   // the store Context.Store returned last
-	outputs    map[string]int32
-	freeIter   [][]byte
+	ctx           procCtx
+	pctx          punctCtx
+	recBuf        []byte
+	hdrBuf        []byte
+	emitHdrBuf    []byte
+	stores        []*Store // by order of opening; few, so a linear search beats a map
+	lastStore     *Store   // the store Context.Store returned last
+	windowStores  []*WindowStore
+	lastWindow    *WindowStore
+	sessionStores []*SessionStore
+	lastSession   *SessionStore
+	outputs       map[string]int32
+	freeIter      [][]byte
+	punctuators   []punctuator // the scheduled punctuations, by order of scheduling
+	timeBuf       [8]byte      // stream_time writes here
 }
 
 var g instance
@@ -33,9 +42,11 @@ func init() {
 	hostcall.Entry.Reset = func() { g = instance{} }
 	hostcall.Entry.Init = guestInit
 	hostcall.Entry.ProcessBatch = processBatch
+	hostcall.Entry.Punctuate = punctuate
 }
 
-// guestInit implements statehost_init: it opens the declared stores.
+// guestInit implements statehost_init: it opens the declared stores and schedules the
+// punctuations.
 func guestInit() int32 {
 	if registered == nil {
 		hSetError("pluginsdk: no processor registered: call pluginsdk.Register in init()")
@@ -47,7 +58,27 @@ func guestInit() int32 {
 			return abi.CodeUnknownStore
 		}
 	}
-	return abi.CodeOK
+	for _, name := range registered.windowStores {
+		if s := g.windowStore(name); s.err != nil {
+			return initFailure(s.err)
+		}
+	}
+	for _, name := range registered.sessionStores {
+		if s := g.sessionStore(name); s.err != nil {
+			return initFailure(s.err)
+		}
+	}
+	return schedule()
+}
+
+// initFailure reports err from statehost_init and returns its code.
+func initFailure(err error) int32 {
+	hSetError(err.Error())
+	var c Code
+	if errors.As(err, &c) {
+		return int32(c)
+	}
+	return abi.CodeProcessorFailed
 }
 
 // processBatch implements statehost_process_batch: it takes every record of the batch and
@@ -132,6 +163,77 @@ func (in *instance) store(name string) *Store {
 	return s
 }
 
+// windowStore returns the window store named name, opening it on first use.
+func (in *instance) windowStore(name string) *WindowStore {
+	for _, s := range in.windowStores {
+		if s.name == name {
+			return s
+		}
+	}
+	s := &WindowStore{name: name}
+	s.handle, s.info, s.err = openTimed(name, abi.StoreWindow)
+	if s.err == nil {
+		s.buf = make([]byte, valueBufSize)
+	}
+	in.windowStores = append(in.windowStores, s)
+	return s
+}
+
+// sessionStore returns the session store named name, opening it on first use.
+func (in *instance) sessionStore(name string) *SessionStore {
+	for _, s := range in.sessionStores {
+		if s.name == name {
+			return s
+		}
+	}
+	s := &SessionStore{name: name}
+	s.handle, s.info, s.err = openTimed(name, abi.StoreSession)
+	if s.err == nil {
+		s.buf = make([]byte, valueBufSize)
+	}
+	in.sessionStores = append(in.sessionStores, s)
+	return s
+}
+
+// openTimed opens the window or session store (typ) named name and reads its description.
+// On error, info is the zero StoreInfo.
+func openTimed(name string, typ int32) (handle int32, info abi.StoreInfo, err error) {
+	handle = hStoreOpen(name)
+	if handle < 0 {
+		return handle, info, storeFail(name, "open", handle)
+	}
+	var b [abi.StoreInfoSize]byte
+	if n := hStoreInfo(handle, b[:]); n < 0 {
+		return handle, info, storeFail(name, "info", n)
+	}
+	got, _ := abi.ReadStoreInfo(b[:])
+	switch {
+	case got.Type != typ:
+		err = fmt.Errorf("pluginsdk: store %q: open: %w: it is a %s store, not a %s store",
+			name, Code(abi.CodeWrongStoreType), storeTypeName(got.Type), storeTypeName(typ))
+	case typ == abi.StoreWindow && (got.WindowSize <= 0 || got.Advance <= 0):
+		err = fmt.Errorf("pluginsdk: store %q: info: window_size %d and advance %d must be positive", name, got.WindowSize, got.Advance)
+	case got.Grace < 0 || got.Retention < 0 || got.InactivityGap < 0:
+		err = fmt.Errorf("pluginsdk: store %q: info: negative duration in %+v", name, got)
+	default:
+		info = got
+	}
+	return handle, info, err
+}
+
+// storeTypeName names a store type of store_info.
+func storeTypeName(typ int32) string {
+	switch typ {
+	case abi.StoreKeyValue:
+		return "key-value"
+	case abi.StoreWindow:
+		return "window"
+	case abi.StoreSession:
+		return "session"
+	}
+	return fmt.Sprintf("type-%d", typ)
+}
+
 // output returns the index of the output topic named name.
 func (in *instance) output(name string) (int32, error) {
 	if i, ok := in.outputs[name]; ok {
@@ -162,6 +264,19 @@ func (in *instance) iterBuf() []byte {
 func (in *instance) releaseIterBuf(b []byte) {
 	if len(in.freeIter) < abi.MaxOpenIterators {
 		in.freeIter = append(in.freeIter, b)
+	}
+}
+
+// iterFill fills *buf with the next entries of the host iterator handle, growing *buf while
+// the host answers CodeBufferTooSmall. It returns the bytes written, 0 when the iterator is
+// exhausted, or a negative code.
+func iterFill(handle int32, buf *[]byte) int32 {
+	for {
+		n := hIterNext(handle, (*buf)[:cap(*buf)])
+		if n != abi.CodeBufferTooSmall {
+			return n
+		}
+		*buf = make([]byte, grow(cap(*buf), hBufferNeeded()))
 	}
 }
 

@@ -38,6 +38,34 @@ func hLog(level int32, msg string) int32 { return host().Log(level, msg) }
 func hSetError(msg string) int32         { return host().SetError(msg) }
 func hBufferNeeded() int32               { return host().BufferNeeded() }
 
+func hStoreInfo(store int32, buf []byte) int32 { return host().StoreInfo(store, buf) }
+func hWindowPut(store int32, key []byte, start int64, value []byte) int32 {
+	return host().WindowPut(store, nonNil(key), start, value)
+}
+func hWindowGet(store int32, key []byte, start int64, buf []byte) int32 {
+	return host().WindowGet(store, nonNil(key), start, buf)
+}
+func hWindowFetch(store int32, key []byte, from, to int64) int32 {
+	return host().WindowFetch(store, nonNil(key), from, to)
+}
+func hWindowFetchAll(store int32, from, to int64) int32 {
+	return host().WindowFetchAll(store, from, to)
+}
+func hSessionPut(store int32, key []byte, start, end int64, value []byte) int32 {
+	return host().SessionPut(store, nonNil(key), start, end, value)
+}
+func hSessionGet(store int32, key []byte, start, end int64, buf []byte) int32 {
+	return host().SessionGet(store, nonNil(key), start, end, buf)
+}
+func hSessionFind(store int32, key []byte, earliestEnd, latestStart int64) int32 {
+	return host().SessionFind(store, nonNil(key), earliestEnd, latestStart)
+}
+func hSessionFindAll(store int32, earliestEnd, latestEnd int64) int32 {
+	return host().SessionFindAll(store, earliestEnd, latestEnd)
+}
+func hStreamTime(out *[8]byte) int32               { return host().StreamTime(out[:]) }
+func hSchedule(kind int32, intervalMs int64) int32 { return host().Schedule(kind, intervalMs) }
+
 // nonNil turns a nil key into an empty one: keys are never null, as on the wasm side.
 func nonNil(b []byte) []byte {
 	if b == nil {
@@ -64,3 +92,22 @@ func (noHost) Emit(int32, []byte, []byte, []byte) int32 { return abi.CodeNoRecor
 func (noHost) Log(int32, string) int32                  { return abi.CodeNoRecord }
 func (noHost) SetError(string) int32                    { return abi.CodeNoRecord }
 func (noHost) BufferNeeded() int32                      { return 0 }
+func (noHost) StoreInfo(int32, []byte) int32            { return abi.CodeNoRecord }
+func (noHost) WindowPut(int32, []byte, int64, []byte) int32 {
+	return abi.CodeNoRecord
+}
+func (noHost) WindowGet(int32, []byte, int64, []byte) int32 {
+	return abi.CodeNoRecord
+}
+func (noHost) WindowFetch(int32, []byte, int64, int64) int32 { return abi.CodeNoRecord }
+func (noHost) WindowFetchAll(int32, int64, int64) int32      { return abi.CodeNoRecord }
+func (noHost) SessionPut(int32, []byte, int64, int64, []byte) int32 {
+	return abi.CodeNoRecord
+}
+func (noHost) SessionGet(int32, []byte, int64, int64, []byte) int32 {
+	return abi.CodeNoRecord
+}
+func (noHost) SessionFind(int32, []byte, int64, int64) int32 { return abi.CodeNoRecord }
+func (noHost) SessionFindAll(int32, int64, int64) int32      { return abi.CodeNoRecord }
+func (noHost) StreamTime([]byte) int32                       { return abi.CodeNoRecord }
+func (noHost) Schedule(int32, int64) int32                   { return abi.CodeNoRecord }

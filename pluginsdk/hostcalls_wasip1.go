@@ -56,6 +56,42 @@ func importSetError(msg unsafe.Pointer, msgLen int32) int32
 //go:wasmimport statehost buffer_needed
 func importBufferNeeded() int32
 
+// Window and session stores, stream time and punctuation: times and durations (the "_ms"
+// parameters) are i64.
+
+//go:wasmimport statehost store_info
+func importStoreInfo(store int32, buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost window_put
+func importWindowPut(store int32, key unsafe.Pointer, keyLen int32, startMs int64, val unsafe.Pointer, valLen int32) int32
+
+//go:wasmimport statehost window_get
+func importWindowGet(store int32, key unsafe.Pointer, keyLen int32, startMs int64, buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost window_fetch
+func importWindowFetch(store int32, key unsafe.Pointer, keyLen int32, fromMs, toMs int64) int32
+
+//go:wasmimport statehost window_fetch_all
+func importWindowFetchAll(store int32, fromMs, toMs int64) int32
+
+//go:wasmimport statehost session_put
+func importSessionPut(store int32, key unsafe.Pointer, keyLen int32, startMs, endMs int64, val unsafe.Pointer, valLen int32) int32
+
+//go:wasmimport statehost session_get
+func importSessionGet(store int32, key unsafe.Pointer, keyLen int32, startMs, endMs int64, buf unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport statehost session_find
+func importSessionFind(store int32, key unsafe.Pointer, keyLen int32, earliestEndMs, latestStartMs int64) int32
+
+//go:wasmimport statehost session_find_all
+func importSessionFindAll(store int32, earliestEndMs, latestEndMs int64) int32
+
+//go:wasmimport statehost stream_time
+func importStreamTime(out unsafe.Pointer) int32
+
+//go:wasmimport statehost schedule
+func importSchedule(kind int32, intervalMs int64) int32
+
 // The exports (see package abi).
 
 //go:wasmexport statehost_abi_version_1
@@ -66,6 +102,9 @@ func exportInit() int32 { return guestInit() }
 
 //go:wasmexport statehost_process_batch
 func exportProcessBatch(count int32) int32 { return processBatch(count) }
+
+//go:wasmexport statehost_punctuate
+func exportPunctuate(id int32, timeMs int64) int32 { return punctuate(id, timeMs) }
 
 // ptr returns the address and length of b; a nil b is null (abi.NullLen).
 func ptr(b []byte) (unsafe.Pointer, int32) {
@@ -166,3 +205,52 @@ func hSetError(msg string) int32 {
 }
 
 func hBufferNeeded() int32 { return importBufferNeeded() }
+
+func hStoreInfo(store int32, buf []byte) int32 {
+	bp, bn := nonNull(buf)
+	return importStoreInfo(store, bp, bn)
+}
+
+func hWindowPut(store int32, key []byte, start int64, value []byte) int32 {
+	return importWindowPut(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)), start,
+		unsafe.Pointer(unsafe.SliceData(value)), nullableLen(value))
+}
+
+func hWindowGet(store int32, key []byte, start int64, buf []byte) int32 {
+	return importWindowGet(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)), start,
+		unsafe.Pointer(unsafe.SliceData(buf)), int32(len(buf)))
+}
+
+func hWindowFetch(store int32, key []byte, from, to int64) int32 {
+	kp, kn := nonNull(key)
+	return importWindowFetch(store, kp, kn, from, to)
+}
+
+func hWindowFetchAll(store int32, from, to int64) int32 {
+	return importWindowFetchAll(store, from, to)
+}
+
+func hSessionPut(store int32, key []byte, start, end int64, value []byte) int32 {
+	return importSessionPut(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)), start, end,
+		unsafe.Pointer(unsafe.SliceData(value)), nullableLen(value))
+}
+
+func hSessionGet(store int32, key []byte, start, end int64, buf []byte) int32 {
+	return importSessionGet(store, unsafe.Pointer(unsafe.SliceData(key)), int32(len(key)), start, end,
+		unsafe.Pointer(unsafe.SliceData(buf)), int32(len(buf)))
+}
+
+func hSessionFind(store int32, key []byte, earliestEnd, latestStart int64) int32 {
+	kp, kn := nonNull(key)
+	return importSessionFind(store, kp, kn, earliestEnd, latestStart)
+}
+
+func hSessionFindAll(store int32, earliestEnd, latestEnd int64) int32 {
+	return importSessionFindAll(store, earliestEnd, latestEnd)
+}
+
+// hStreamTime has the host write the stream time into *out (an SDK global, so the pointer
+// does not make a local escape).
+func hStreamTime(out *[8]byte) int32 { return importStreamTime(unsafe.Pointer(out)) }
+
+func hSchedule(kind int32, intervalMs int64) int32 { return importSchedule(kind, intervalMs) }

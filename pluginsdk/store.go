@@ -92,8 +92,12 @@ func (s *Store) iterator(op string, h int32) *Iterator {
 	return &Iterator{store: s, handle: h, buf: g.iterBuf()}
 }
 
-func (s *Store) fail(op string, code int32) error {
-	return fmt.Errorf("pluginsdk: store %q: %s: %w", s.name, op, Code(code))
+func (s *Store) fail(op string, code int32) error { return storeFail(s.name, op, code) }
+
+// storeFail is the error of operation op on the store named name that the host answered
+// with code.
+func storeFail(name, op string, code int32) error {
+	return fmt.Errorf("pluginsdk: store %q: %s: %w", name, op, Code(code))
 }
 
 // Iterator walks store entries in ascending key order:
@@ -126,23 +130,16 @@ func (it *Iterator) Next() bool {
 		if it.done {
 			return false
 		}
-		for {
-			n := hIterNext(it.handle, it.buf[:cap(it.buf)])
-			if n == abi.CodeBufferTooSmall {
-				it.buf = make([]byte, grow(cap(it.buf), hBufferNeeded()))
-				continue
-			}
-			if n < 0 {
-				it.err = it.store.fail("iterate", n)
-				return false
-			}
-			if n == 0 {
-				it.done = true
-				return false
-			}
-			it.rest = it.buf[:n]
-			break
+		n := iterFill(it.handle, &it.buf)
+		if n < 0 {
+			it.err = it.store.fail("iterate", n)
+			return false
 		}
+		if n == 0 {
+			it.done = true
+			return false
+		}
+		it.rest = it.buf[:n]
 	}
 	k, v, rest, ok := abi.NextEntry(it.rest)
 	if !ok {

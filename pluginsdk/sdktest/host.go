@@ -1,7 +1,11 @@
 package sdktest
 
 import (
+	"encoding/binary"
+	"time"
+
 	"github.com/statehost/statehost/abi"
+	"github.com/statehost/statehost/pluginsdk/internal/hostcall"
 )
 
 // memHost implements hostcall.Host in memory, with the host's semantics.
@@ -17,10 +21,22 @@ type memHost struct {
 	inBatch bool
 	needed  int32
 	message string
+
+	inPunct   bool  // a punctuation is running
+	punctTime int64 // its time, the timestamp of what it emits
+	schedules []*schedule
 }
 
+// memIter is an open iterator: what it has left to return, copied when it was opened.
 type memIter struct {
-	entries [][2][]byte
+	entries []iterEntry
+	window  bool // window entries (window and session iterators), else entries
+}
+
+// iterEntry is an entry of an iterator; start and end only for window entries.
+type iterEntry struct {
+	key, value []byte
+	start, end int64
 }
 
 func (h *memHost) current() *Record {
@@ -39,7 +55,7 @@ func (h *memHost) StoreOpen(name []byte) int32 {
 			return int32(i)
 		}
 	}
-	if _, ok := h.d.stores[string(name)]; !ok {
+	if _, ok := h.d.stores[string(name)]; !ok && h.d.timed[string(name)] == nil {
 		return abi.CodeUnknownStore
 	}
 	h.opened = append(h.opened, string(name))
@@ -58,17 +74,34 @@ func (h *memHost) OutputOpen(name []byte) int32 {
 	return abi.CodeUnknownOutput
 }
 
-func (h *memHost) store(handle int32) *MemStore {
+// store returns the key-value store with that handle, or nil and CodeBadHandle or
+// CodeWrongStoreType.
+func (h *memHost) store(handle int32) (*MemStore, int32) {
 	if handle < 0 || int(handle) >= len(h.opened) {
-		return nil
+		return nil, abi.CodeBadHandle
 	}
-	return h.d.stores[h.opened[handle]]
+	if s := h.d.stores[h.opened[handle]]; s != nil {
+		return s, abi.CodeOK
+	}
+	return nil, abi.CodeWrongStoreType
+}
+
+// timed returns the window (typ abi.StoreWindow) or session store with that handle, or nil
+// and CodeBadHandle or CodeWrongStoreType.
+func (h *memHost) timed(handle int32, typ int32) (*memTimed, int32) {
+	if handle < 0 || int(handle) >= len(h.opened) {
+		return nil, abi.CodeBadHandle
+	}
+	if s := h.d.timed[h.opened[handle]]; s != nil && s.info.Type == typ {
+		return s, abi.CodeOK
+	}
+	return nil, abi.CodeWrongStoreType
 }
 
 func (h *memHost) StateGet(store int32, key, buf []byte) int32 {
-	s := h.store(store)
+	s, code := h.store(store)
 	if s == nil {
-		return abi.CodeBadHandle
+		return code
 	}
 	v, ok := s.Get(string(key))
 	switch {
@@ -83,9 +116,9 @@ func (h *memHost) StateGet(store int32, key, buf []byte) int32 {
 }
 
 func (h *memHost) StatePut(store int32, key, value []byte) int32 {
-	s := h.store(store)
+	s, code := h.store(store)
 	if s == nil {
-		return abi.CodeBadHandle
+		return code
 	}
 	if value == nil {
 		s.Delete(string(key))
@@ -96,9 +129,9 @@ func (h *memHost) StatePut(store int32, key, value []byte) int32 {
 }
 
 func (h *memHost) StateDelete(store int32, key []byte) int32 {
-	s := h.store(store)
+	s, code := h.store(store)
 	if s == nil {
-		return abi.CodeBadHandle
+		return code
 	}
 	s.Delete(string(key))
 	return abi.CodeOK
@@ -112,10 +145,10 @@ const (
 	iterGenMask  = 1<<(31-iterSlotBits) - 1
 )
 
-func (h *memHost) openIter(entries [][2][]byte) int32 {
+func (h *memHost) openIter(entries []iterEntry, window bool) int32 {
 	for i, it := range h.iters {
 		if it == nil {
-			h.iters[i] = &memIter{entries: entries}
+			h.iters[i] = &memIter{entries: entries, window: window}
 			h.iterGen[i] = (h.iterGen[i] + 1) & iterGenMask
 			return int32(i) | h.iterGen[i]<<iterSlotBits
 		}
@@ -133,19 +166,19 @@ func (h *memHost) iter(iter int32) int {
 }
 
 func (h *memHost) StateRange(store int32, start, end []byte) int32 {
-	s := h.store(store)
+	s, code := h.store(store)
 	if s == nil {
-		return abi.CodeBadHandle
+		return code
 	}
-	return h.openIter(s.entries(start, end, nil, false))
+	return h.openIter(s.entries(start, end, nil, false), false)
 }
 
 func (h *memHost) StatePrefix(store int32, prefix []byte) int32 {
-	s := h.store(store)
+	s, code := h.store(store)
 	if s == nil {
-		return abi.CodeBadHandle
+		return code
 	}
-	return h.openIter(s.entries(nil, nil, prefix, true))
+	return h.openIter(s.entries(nil, nil, prefix, true), false)
 }
 
 func (h *memHost) IterNext(iter int32, buf []byte) int32 {
@@ -157,7 +190,10 @@ func (h *memHost) IterNext(iter int32, buf []byte) int32 {
 	n := 0
 	for len(it.entries) > 0 {
 		e := it.entries[0]
-		size := abi.EntrySize(len(e[0]), len(e[1]))
+		size := abi.EntrySize(len(e.key), len(e.value))
+		if it.window {
+			size = abi.WindowEntrySize(len(e.key), len(e.value))
+		}
 		if n+size > len(buf) {
 			if n == 0 {
 				h.needed = int32(size)
@@ -165,7 +201,11 @@ func (h *memHost) IterNext(iter int32, buf []byte) int32 {
 			}
 			break
 		}
-		n += abi.PutEntry(buf[n:], e[0], e[1])
+		if it.window {
+			n += abi.PutWindowEntry(buf[n:], e.start, e.end, e.key, e.value)
+		} else {
+			n += abi.PutEntry(buf[n:], e.key, e.value)
+		}
 		it.entries = it.entries[1:]
 	}
 	return int32(n)
@@ -206,6 +246,7 @@ func (h *memHost) RecordNext(buf []byte) int32 {
 	}
 	n := abi.PutRecord(buf, hdr, r.Topic, r.Key, r.Value)
 	h.cursor, h.last = next, next
+	h.d.observe(hdr.Timestamp)
 	return int32(n)
 }
 
@@ -223,8 +264,13 @@ func (h *memHost) RecordHeaders(buf []byte) int32 {
 }
 
 func (h *memHost) Emit(output int32, key, value, hdrs []byte) int32 {
-	r := h.current()
-	if r == nil {
+	var ts time.Time
+	switch r := h.current(); {
+	case r != nil:
+		ts = r.Timestamp
+	case h.inPunct:
+		ts = time.UnixMilli(h.punctTime)
+	default:
 		return abi.CodeNoRecord
 	}
 	if output < 0 || int(output) >= len(h.d.cfg.Outputs) {
@@ -233,7 +279,7 @@ func (h *memHost) Emit(output int32, key, value, hdrs []byte) int32 {
 	if len(key)+len(value)+len(hdrs) > abi.MaxEmitBytes {
 		return abi.CodeLimit
 	}
-	e := Emitted{Topic: h.d.cfg.Outputs[output], Key: clone(key), Value: clone(value), Timestamp: r.Timestamp}
+	e := Emitted{Topic: h.d.cfg.Outputs[output], Key: clone(key), Value: clone(value), Timestamp: ts}
 	for rest := hdrs; len(rest) > 0; {
 		k, v, next, ok := abi.NextEntry(rest)
 		if !ok {
@@ -270,6 +316,160 @@ func (h *memHost) SetError(msg string) int32 {
 }
 
 func (h *memHost) BufferNeeded() int32 { return h.needed }
+
+func (h *memHost) StoreInfo(store int32, buf []byte) int32 {
+	if store < 0 || int(store) >= len(h.opened) {
+		return abi.CodeBadHandle
+	}
+	if len(buf) < abi.StoreInfoSize {
+		h.needed = abi.StoreInfoSize
+		return abi.CodeBufferTooSmall
+	}
+	info := abi.StoreInfo{Type: abi.StoreKeyValue}
+	if s := h.d.timed[h.opened[store]]; s != nil {
+		info = s.info
+	}
+	abi.PutStoreInfo(buf, info)
+	return abi.StoreInfoSize
+}
+
+func (h *memHost) WindowPut(store int32, key []byte, start int64, value []byte) int32 {
+	s, code := h.timed(store, abi.StoreWindow)
+	if s == nil {
+		return code
+	}
+	if key == nil {
+		return abi.CodeBadArgument
+	}
+	return s.put(s.id(string(key), start, 0), value)
+}
+
+func (h *memHost) WindowGet(store int32, key []byte, start int64, buf []byte) int32 {
+	s, code := h.timed(store, abi.StoreWindow)
+	if s == nil {
+		return code
+	}
+	if key == nil {
+		return abi.CodeBadArgument
+	}
+	v, ok := s.get(s.id(string(key), start, 0))
+	return h.value(v, ok, buf)
+}
+
+// value answers a get: v's length, CodeNotFound or CodeBufferTooSmall.
+func (h *memHost) value(v []byte, ok bool, buf []byte) int32 {
+	switch {
+	case !ok:
+		return abi.CodeNotFound
+	case len(v) > len(buf):
+		h.needed = int32(len(v))
+		return abi.CodeBufferTooSmall
+	default:
+		return int32(copy(buf, v))
+	}
+}
+
+func (h *memHost) WindowFetch(store int32, key []byte, from, to int64) int32 {
+	s, code := h.timed(store, abi.StoreWindow)
+	if s == nil {
+		return code
+	}
+	if key == nil {
+		return abi.CodeBadArgument
+	}
+	return h.openIter(s.selectEntries(func(id timedID) bool {
+		return id.key == string(key) && from <= id.start && id.start <= to
+	}, byStart), true)
+}
+
+func (h *memHost) WindowFetchAll(store int32, from, to int64) int32 {
+	s, code := h.timed(store, abi.StoreWindow)
+	if s == nil {
+		return code
+	}
+	return h.openIter(s.selectEntries(func(id timedID) bool {
+		return from <= id.start && id.start <= to
+	}, byKeyStart), true)
+}
+
+func (h *memHost) SessionPut(store int32, key []byte, start, end int64, value []byte) int32 {
+	s, code := h.timed(store, abi.StoreSession)
+	if s == nil {
+		return code
+	}
+	if key == nil || start > end {
+		return abi.CodeBadArgument
+	}
+	return s.put(s.id(string(key), start, end), value)
+}
+
+func (h *memHost) SessionGet(store int32, key []byte, start, end int64, buf []byte) int32 {
+	s, code := h.timed(store, abi.StoreSession)
+	if s == nil {
+		return code
+	}
+	if key == nil {
+		return abi.CodeBadArgument
+	}
+	v, ok := s.get(s.id(string(key), start, end))
+	return h.value(v, ok, buf)
+}
+
+func (h *memHost) SessionFind(store int32, key []byte, earliestEnd, latestStart int64) int32 {
+	s, code := h.timed(store, abi.StoreSession)
+	if s == nil {
+		return code
+	}
+	if key == nil {
+		return abi.CodeBadArgument
+	}
+	return h.openIter(s.selectEntries(func(id timedID) bool {
+		return id.key == string(key) && id.end >= earliestEnd && id.start <= latestStart
+	}, byEnd), true)
+}
+
+func (h *memHost) SessionFindAll(store int32, earliestEnd, latestEnd int64) int32 {
+	s, code := h.timed(store, abi.StoreSession)
+	if s == nil {
+		return code
+	}
+	return h.openIter(s.selectEntries(func(id timedID) bool {
+		return earliestEnd <= id.end && id.end <= latestEnd
+	}, byKeyEnd), true)
+}
+
+func (h *memHost) StreamTime(out []byte) int32 {
+	if len(out) < 8 {
+		return abi.CodeOutOfBounds
+	}
+	binary.LittleEndian.PutUint64(out, uint64(h.d.StreamTime()))
+	return abi.CodeOK
+}
+
+// schedule is a punctuation schedule of the instance.
+type schedule struct {
+	id       int32
+	kind     int32
+	interval int64 // ms
+	since    int64 // wall clock when scheduled, ms
+	fired    bool
+	last     int64 // time of the last punctuation, if fired
+}
+
+func (h *memHost) Schedule(kind int32, intervalMs int64) int32 {
+	if (kind != abi.ScheduleStreamTime && kind != abi.ScheduleWallClock) || intervalMs < 1 || hostcall.Entry.Punctuate == nil {
+		return abi.CodeBadArgument
+	}
+	if len(h.schedules) >= abi.MaxSchedules {
+		return abi.CodeLimit
+	}
+	id := int32(len(h.schedules))
+	h.schedules = append(h.schedules, &schedule{id: id, kind: kind, interval: intervalMs, since: h.d.clock.UnixMilli()})
+	return id
+}
+
+// closeIters closes the iterators left open at the end of a guest call.
+func (h *memHost) closeIters() { h.iters = [abi.MaxOpenIterators]*memIter{} }
 
 func encodeHeaders(hs []Header) []byte {
 	var b []byte

@@ -53,8 +53,8 @@ func (s *MemStore) All() map[string]string {
 
 // entries returns the keys in [start, end) (nil bounds unbounded) or with prefix, with
 // their values, as of now.
-func (s *MemStore) entries(start, end []byte, prefix []byte, isPrefix bool) [][2][]byte {
-	var out [][2][]byte
+func (s *MemStore) entries(start, end []byte, prefix []byte, isPrefix bool) []iterEntry {
+	var out []iterEntry
 	for _, k := range s.keys {
 		kb := []byte(k)
 		if isPrefix {
@@ -64,7 +64,7 @@ func (s *MemStore) entries(start, end []byte, prefix []byte, isPrefix bool) [][2
 		} else if (start != nil && bytes.Compare(kb, start) < 0) || (end != nil && bytes.Compare(kb, end) >= 0) {
 			continue
 		}
-		out = append(out, [2][]byte{kb, append([]byte{}, s.values[k]...)})
+		out = append(out, iterEntry{key: kb, value: append([]byte{}, s.values[k]...)})
 	}
 	return out
 }

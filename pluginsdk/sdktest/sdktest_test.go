@@ -15,9 +15,12 @@ import (
 	"github.com/statehost/statehost/pluginsdk/sdktest"
 )
 
-// The SDK allows one processor per binary: this one runs the command in each record's value.
+// The SDK allows one processor per binary: this one runs the command in each record's value
+// (and those of runTimed in windows_test.go), and its punctuations run onPunctuate.
 func init() {
-	pluginsdk.Register(run, pluginsdk.WithStores("s"))
+	pluginsdk.Register(run, pluginsdk.WithStores("s"),
+		pluginsdk.WithPunctuation(pluginsdk.StreamTimePunctuation, time.Second, punctuation),
+		pluginsdk.WithPunctuation(pluginsdk.WallClockPunctuation, time.Second, punctuation))
 }
 
 func run(ctx pluginsdk.Context) error {
@@ -92,6 +95,8 @@ func run(ctx pluginsdk.Context) error {
 		}
 	case "fail":
 		return errors.New("failed: " + arg)
+	default:
+		return runTimed(ctx, verb, strings.Fields(arg))
 	case "emitsize": // emits a value of n bytes and n empty headers
 		n, _ := strconv.Atoi(arg)
 		hs := make([]pluginsdk.Header, min(n, 2000))

@@ -2,7 +2,8 @@ package hostcall
 
 // Host is the statehost ABI (package abi) as Go calls: the same functions, codes and
 // encodings, with slices in place of pointer and length. A nil key, value or bound is null
-// (NullLen); buffers are written from index 0 up to len(buf).
+// (NullLen); buffers are written from index 0 up to len(buf). Times and durations (the
+// parameters whose ABI names end in "_ms") are int64 milliseconds.
 type Host interface {
 	StoreOpen(name []byte) int32
 	OutputOpen(name []byte) int32
@@ -19,6 +20,20 @@ type Host interface {
 	Log(level int32, msg string) int32
 	SetError(msg string) int32
 	BufferNeeded() int32
+
+	StoreInfo(store int32, buf []byte) int32
+	WindowPut(store int32, key []byte, startMs int64, value []byte) int32
+	WindowGet(store int32, key []byte, startMs int64, buf []byte) int32
+	WindowFetch(store int32, key []byte, fromMs, toMs int64) int32
+	WindowFetchAll(store int32, fromMs, toMs int64) int32
+	SessionPut(store int32, key []byte, startMs, endMs int64, value []byte) int32
+	SessionGet(store int32, key []byte, startMs, endMs int64, buf []byte) int32
+	SessionFind(store int32, key []byte, earliestEndMs, latestStartMs int64) int32
+	SessionFindAll(store int32, earliestEndMs, latestEndMs int64) int32
+	// StreamTime writes the stream time as a little-endian i64 into out[:8]
+	// (CodeOutOfBounds if out is shorter), as stream_time writes it at out_ptr.
+	StreamTime(out []byte) int32
+	Schedule(kind int32, intervalMs int64) int32
 }
 
 // Current is the host the SDK calls on native builds; nil until a test driver sets it.
@@ -33,4 +48,6 @@ var Entry struct {
 	Init func() int32
 	// ProcessBatch is statehost_process_batch.
 	ProcessBatch func(count int32) int32
+	// Punctuate is statehost_punctuate.
+	Punctuate func(id int32, timeMs int64) int32
 }
