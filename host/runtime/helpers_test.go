@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		"count":       "../../plugins/count",
 		"leaderboard": "../../plugins/leaderboard",
 		"probe":       "../engine/testdata/goprobe", // each record's value is a command: "panic", ...
+		"windowcount": "../../plugins/windowcount",
+		"sessionize":  "../../plugins/sessionize",
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

@@ -44,6 +44,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 		if !r.restoreRetryAt.IsZero() {
 			wait = min(wait, time.Until(r.restoreRetryAt)) // tasks wait to be restored
 		}
+		if at, ok := r.nextWallPunctuation(); ok {
+			wait = min(wait, time.Until(at))
+		}
 		fetches := r.poll(ctx, wait)
 		if r.txn != nil && r.txn.rebalanced.Swap(false) {
 			// Partitions were revoked or lost during the poll: the session aborts the open
@@ -56,6 +59,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// A stop request does not interrupt a batch or a commit that has begun: the batch
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(work, fetches)
+		if err == nil {
+			err = r.punctuateAll(work)
+		}
 		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits()) {
 			why := "interval"
 			if r.rebalanceWaits() {
@@ -224,6 +230,45 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// punctuateAll runs the due punctuations of the running tasks (wall-clock ones, as stream
+// time only moves in batches, after which process ran them), and reports the writes their
+// window stores dropped.
+func (r *Runtime) punctuateAll(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var due []*task
+	for _, t := range r.tasks {
+		if t.state != stateRunning || t.inst == nil || t.failed {
+			continue
+		}
+		t.reportDropped()
+		if at, ok := t.inst.NextWallPunctuation(); ok && !time.Now().Before(at) {
+			due = append(due, t)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	return r.forEachTask(due, func(t *task) error { return t.punctuate(ctx) })
+}
+
+// nextWallPunctuation returns when the earliest wall-clock punctuation of a running task is due.
+func (r *Runtime) nextWallPunctuation() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var next time.Time
+	found := false
+	for _, t := range r.tasks {
+		if t.state != stateRunning || t.inst == nil || t.failed {
+			continue
+		}
+		if at, ok := t.inst.NextWallPunctuation(); ok && (!found || at.Before(next)) {
+			next, found = at, true
+		}
+	}
+	return next, found
 }
 
 // needsCommit reports whether a task asks for an early commit.

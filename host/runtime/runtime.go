@@ -267,13 +267,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("runtime: processor %s store %s: %w", pc.Name, sc.Name, err)
 			}
-			p.stores = append(p.stores, changelog.StoreSpec{
-				Name:            sc.Name,
-				Backend:         backend,
-				LoggingDisabled: !sc.Logging,
-				TopicConfigs:    sc.TopicConfigs,
-				Coalesce:        sc.Coalesce,
-			})
+			p.stores = append(p.stores, storeSpec(sc, backend))
 		}
 		r.procs = append(r.procs, p)
 		for _, in := range pc.Inputs {
@@ -285,6 +279,34 @@ func (r *Runtime) compile(ctx context.Context) error {
 		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
 	}
 	return nil
+}
+
+// storeSpec is the changelog.StoreSpec of a store block.
+func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
+	spec := changelog.StoreSpec{
+		Name:            sc.Name,
+		Backend:         backend,
+		LoggingDisabled: !sc.Logging,
+		TopicConfigs:    sc.TopicConfigs,
+		Coalesce:        sc.Coalesce,
+	}
+	switch sc.Type {
+	case config.StoreWindow:
+		spec.Kind = store.Window
+	case config.StoreSession:
+		spec.Kind = store.Session
+	default:
+		return spec
+	}
+	spec.Window = store.WindowSpec{
+		Size:      sc.WindowSize.Milliseconds(),
+		Advance:   sc.Advance.Milliseconds(),
+		Gap:       sc.InactivityGap.Milliseconds(),
+		Grace:     sc.Grace.Milliseconds(),
+		Retention: sc.Retention.Milliseconds(),
+	}
+	spec.AdditionalRetention = sc.AdditionalRetention
+	return spec
 }
 
 // connect creates the Kafka clients: one for admin requests and (at-least-once) produces, one

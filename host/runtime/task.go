@@ -61,6 +61,8 @@ type task struct {
 	// are not kept. The loop fills it, commits read and clear it.
 	last  map[string]*kgo.Record
 	batch []engine.Record
+
+	dropped [3]int64 // late, expired and restore-skipped window writes reported so far
 }
 
 // openStores opens the task's stores, not restored yet.
@@ -81,19 +83,29 @@ func (t *task) openStores() error {
 
 // startPlugin instantiates the task's plugin over its restored stores.
 func (t *task) startPlugin(ctx context.Context) error {
-	stores := make(map[string]store.Store, len(t.proc.stores))
-	for _, s := range t.proc.stores {
-		stores[s.Name] = t.cl.Store(s.Name)
-	}
-	t.touched = true // its init may write; known below
-	inst, err := t.proc.mod.Instantiate(ctx, engine.Task{
+	et := engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
-		Stores:    stores,
+		Stores:    map[string]store.Store{},
+		Windows:   map[string]store.WindowStore{},
+		Sessions:  map[string]store.SessionStore{},
+		Clock:     t.cl.StoreTask(),
 		Outputs:   t.proc.cfg.Outputs,
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
-	})
+	}
+	for _, s := range t.proc.stores {
+		switch s.Kind {
+		case store.Window:
+			et.Windows[s.Name] = t.cl.WindowStore(s.Name)
+		case store.Session:
+			et.Sessions[s.Name] = t.cl.SessionStore(s.Name)
+		default:
+			et.Stores[s.Name] = t.cl.Store(s.Name)
+		}
+	}
+	t.touched = true // its init may write; known below
+	inst, err := t.proc.mod.Instantiate(ctx, et)
 	if err != nil {
 		t.failed = true // its init may have written: nothing of it may be committed
 		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
@@ -131,6 +143,9 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
+	if _, err := t.inst.Punctuate(ctx); err != nil {
+		return err // an *engine.GuestError naming the punctuation
+	}
 	if t.last == nil {
 		t.last = make(map[string]*kgo.Record)
 	}
@@ -140,6 +155,27 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	return nil
+}
+
+// punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
+// records arrive).
+func (t *task) punctuate(ctx context.Context) error {
+	n, err := t.inst.Punctuate(ctx)
+	if n > 0 || err != nil {
+		t.touched = true // it may have written or emitted
+	}
+	return err
+}
+
+// reportDropped logs the writes the task's window and session stores dropped since the last
+// report.
+func (t *task) reportDropped() {
+	late, expired, skipped := t.cl.StoreTask().DroppedWrites()
+	if d := t.dropped; late != d[0] || expired != d[1] || skipped != d[2] {
+		t.rt.log.Warn("dropped writes to closed or expired windows", "processor", t.id.proc, "partition", t.id.part,
+			"late", late-d[0], "expired", expired-d[1], "restore_skipped", skipped-d[2])
+		t.dropped = [3]int64{late, expired, skipped}
+	}
 }
 
 // dirty reports whether the task processed records since its last commit (or since the
