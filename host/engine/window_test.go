@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,139 @@ func TestWrongStoreType(t *testing.T) {
 	var ge *GuestError
 	if !errors.As(err, &ge) || !strings.Contains(ge.Detail, abi.CodeText(abi.CodeWrongStoreType)) {
 		t.Fatalf("err = %v, want a guest failure saying %q", err, abi.CodeText(abi.CodeWrongStoreType))
+	}
+}
+
+// probeRig is a rig for the C probe with a key-value store "s", a window store "w" (10s
+// windows) and a session store "ss" (100ms gap).
+func probeRig(t *testing.T) (*rig, Task) {
+	t.Helper()
+	r := newRig(t, "s")
+	w, err := r.st.OpenWindow("w", store.Options{Kind: store.Window, Window: store.WindowSpec{Size: 10000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := r.st.OpenSession("ss", store.Options{Kind: store.Session, Window: store.WindowSpec{Gap: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.task("probe", "out")
+	task.Windows = map[string]store.WindowStore{"w": w}
+	task.Sessions = map[string]store.SessionStore{"ss": ss}
+	task.Clock = r.st
+	return r, task
+}
+
+// TestWindowABIFromC has a C guest call the window, session, store_info, stream_time and
+// schedule functions with bad and good arguments: each answers its code, never traps, and a
+// function of one store type on another type answers CodeWrongStoreType.
+func TestWindowABIFromC(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	r, task := probeRig(t)
+	in := instantiate(t, e, "probe", task)
+	rec := timed(0, "k", 1500)
+	rec.Value = []byte("windows")
+	if err := in.ProcessBatch(context.Background(), []Record{rec}); err != nil {
+		t.Fatal(err)
+	}
+	codes := r.emitted.values()
+	wrong := abi.CodeWrongStoreType
+	entry := int32(abi.WindowEntryHeaderSize + 1 + 2) // key "k", value "v1"
+	want := map[string]int32{
+		"wput_on_kv": wrong, "get_on_window": wrong, "range_on_session": wrong, "sput_on_window": wrong,
+		"wput_ok": 0, "wput_key_oob": abi.CodeOutOfBounds, "wput_val_neg": abi.CodeBadArgument,
+		"wput_bad_handle": abi.CodeBadHandle, "wget_ok": 2, "wget_small": abi.CodeBufferTooSmall,
+		"wget_missing": abi.CodeNotFound, "wget_buf_oob": abi.CodeOutOfBounds,
+		"wfetch_small": abi.CodeBufferTooSmall, "wfetch_needed": entry, "wfetch_bytes": entry,
+		"wfetch_start": 1000, "wfetch_end": 11000, "wfetch_done": 0, "wfetch_close": 0,
+		"wfetch_key_oob": abi.CodeOutOfBounds, "wfetch_all_on_kv": wrong,
+		"sput_inverted": abi.CodeBadArgument, "sput_ok": 0, "sget_ok": 2, "sfind_on_kv": wrong,
+		"sfind_bytes": abi.WindowEntryHeaderSize + 1 + 2, "sfind_start": 1400, "sfind_end": 1500,
+		"sfind_all_bytes": abi.WindowEntryHeaderSize + 1 + 2,
+		"info_small":      abi.CodeBufferTooSmall, "info_ok": abi.StoreInfoSize, "info_type": abi.StoreWindow,
+		"info_size": 10000, "info_gap": 100, "info_kv_type": abi.StoreKeyValue,
+		"time_oob": abi.CodeOutOfBounds, "time_ok": 0, "time": 1500,
+		"schedule_bad_kind": abi.CodeBadArgument, "schedule_zero": abi.CodeBadArgument,
+	}
+	for name, code := range want {
+		if got, ok := codes[name]; !ok {
+			t.Errorf("%s: not reported", name)
+		} else if got != strconv.Itoa(int(code)) {
+			t.Errorf("%s = %s, want %d (%s)", name, got, code, abi.CodeText(code))
+		}
+	}
+	if len(codes) != len(want) {
+		t.Errorf("probe reported %d results, want %d", len(codes), len(want))
+	}
+}
+
+// TestPunctuation checks the schedules' rules: a stream-time punctuation first fires once the
+// stream time is known, then once per interval however far the time jumps; a wall-clock one
+// fires an interval after it was scheduled and follows the engine's clock; both run with no
+// current record and emit with the punctuation's time; at most abi.MaxSchedules; a failing
+// punctuation kills the instance with an error that names it.
+func TestPunctuation(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	e, _ := testEngine(t, Config{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	r, task := probeRig(t)
+	in := instantiate(t, e, "probe", task)
+	cmd := func(ts int64, cmds ...string) {
+		t.Helper()
+		recs := make([]Record, len(cmds))
+		for i, c := range cmds {
+			recs[i] = timed(int64(i), "k", ts)
+			recs[i].Value = []byte(c)
+		}
+		if err := in.ProcessBatch(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	punct := func(want ...string) {
+		t.Helper()
+		r.emitted.recs = nil
+		if _, err := in.Punctuate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.emitted.strings(); !slices.Equal(got, want) {
+			t.Fatalf("punctuations emitted %q, want %q", got, want)
+		}
+	}
+	cmd(5000, "wall 100", "stream 1000")
+	if got := r.emitted.values(); got["wall"] != "0" || got["stream"] != "1" {
+		t.Fatalf("schedule ids %v, want wall 0 and stream 1", got)
+	}
+	if at, ok := in.NextWallPunctuation(); !ok || !at.Equal(now.Add(100*time.Millisecond)) {
+		t.Fatalf("next wall punctuation %v %v, want %v", at, ok, now.Add(100*time.Millisecond))
+	}
+	noRecord := "record_next=" + strconv.Itoa(int(abi.CodeNoRecord))
+	punct("out:punct1=5000 " + noRecord) // stream time known: fires at once
+	if ts := r.emitted.recs[0].Timestamp.UnixMilli(); ts != 5000 {
+		t.Errorf("punctuation emitted with timestamp %d, want 5000", ts)
+	}
+	cmd(5900, "meta")
+	punct() // 5900 < 5000 + 1000
+	now = now.Add(100 * time.Millisecond)
+	punct("out:punct0=1000100 " + noRecord)
+	cmd(9000, "meta")
+	punct("out:punct1=9000 " + noRecord) // once, not once per missed interval
+	cmd(9500, "meta")
+	punct()
+
+	// At most abi.MaxSchedules (two are taken).
+	cmd(9500, "schedules")
+	if got := r.emitted.values(); got["schedules_opened"] != strconv.Itoa(abi.MaxSchedules-2) || got["schedules_refused"] != strconv.Itoa(int(abi.CodeLimit)) {
+		t.Errorf("schedules: %v, want %d opened then %d", got, abi.MaxSchedules-2, abi.CodeLimit)
+	}
+
+	cmd(20000, "punctfail")
+	_, err := in.Punctuate(ctx)
+	ge := guestError(t, err, ErrGuestFailed)
+	if ge.Punctuation != "punctuation 1 at stream time 20000" || !strings.Contains(ge.Error(), ge.Punctuation) ||
+		ge.Detail != "punctuation failed on purpose" || ge.Offset != -1 {
+		t.Errorf("failed punctuation: %+v (%v)", ge, ge)
+	}
+	if _, err := in.Punctuate(ctx); !errors.Is(err, ErrInstanceDead) {
+		t.Errorf("Punctuate after a failure: %v, want ErrInstanceDead", err)
 	}
 }

@@ -214,6 +214,80 @@ static void meta(void) {
 	emit_str("meta", v);
 }
 
+/* windows calls the window, session, store_info, stream_time and schedule functions with
+ * bad and good arguments and reports each result. It needs a key-value store "s", a window
+ * store "w" (window_size 10000) and a session store "ss", and a record at 1500. */
+static void windows(void) {
+	int32_t s = store("s"), w = store("w"), ss = store("ss"), n;
+	uint8_t buf[64], small[4];
+	int64_t t = 0;
+	const void *end = (const void *)(uintptr_t)(mem_size() - 4);
+	report("wput_on_kv", sh_window_put(s, "k", 1, 0, "v", 1));
+	report("get_on_window", sh_state_get(w, "k", 1, buf, sizeof buf));
+	report("range_on_session", sh_state_range(ss, NULL, SH_NULL_LEN, NULL, SH_NULL_LEN));
+	report("sput_on_window", sh_session_put(w, "k", 1, 0, 1, "v", 1));
+	report("wput_ok", sh_window_put(w, "k", 1, 1000, "v1", 2));
+	report("wput_key_oob", sh_window_put(w, BAD, 100, 1000, "v", 1));
+	report("wput_val_neg", sh_window_put(w, "k", 1, 1000, "v", -2));
+	report("wput_bad_handle", sh_window_put(99, "k", 1, 1000, "v", 1));
+	report("wget_ok", sh_window_get(w, "k", 1, 1000, buf, sizeof buf));
+	report("wget_small", sh_window_get(w, "k", 1, 1000, small, 1));
+	report("wget_missing", sh_window_get(w, "k", 1, 2000, buf, sizeof buf));
+	report("wget_buf_oob", sh_window_get(w, "k", 1, 1000, (void *)end, 100));
+	int32_t it = sh_window_fetch(w, "k", 1, 0, 5000);
+	report("wfetch_small", sh_iter_next(it, small, sizeof small));
+	report("wfetch_needed", sh_buffer_needed());
+	n = sh_iter_next(it, buf, sizeof buf);
+	report("wfetch_bytes", n);
+	report("wfetch_start", n > 0 ? (int32_t)sh_read_i64(buf + SH_WINDOW_ENTRY_START_AT) : -1);
+	report("wfetch_end", n > 0 ? (int32_t)sh_read_i64(buf + SH_WINDOW_ENTRY_END_AT) : -1);
+	report("wfetch_done", sh_iter_next(it, buf, sizeof buf));
+	report("wfetch_close", sh_iter_close(it));
+	report("wfetch_key_oob", sh_window_fetch(w, BAD, 100, 0, 1));
+	report("wfetch_all_on_kv", sh_window_fetch_all(s, 0, 1));
+	report("sput_inverted", sh_session_put(ss, "u", 1, 10, 5, "v", 1));
+	report("sput_ok", sh_session_put(ss, "u", 1, 1400, 1500, "sv", 2));
+	report("sget_ok", sh_session_get(ss, "u", 1, 1400, 1500, buf, sizeof buf));
+	report("sfind_on_kv", sh_session_find(s, "u", 1, 0, 100));
+	it = sh_session_find(ss, "u", 1, 0, 2000);
+	n = sh_iter_next(it, buf, sizeof buf);
+	report("sfind_bytes", n);
+	report("sfind_start", n > 0 ? (int32_t)sh_read_i64(buf + SH_WINDOW_ENTRY_START_AT) : -1);
+	report("sfind_end", n > 0 ? (int32_t)sh_read_i64(buf + SH_WINDOW_ENTRY_END_AT) : -1);
+	sh_iter_close(it);
+	it = sh_session_find_all(ss, 1500, 1500);
+	report("sfind_all_bytes", sh_iter_next(it, buf, sizeof buf));
+	sh_iter_close(it);
+	report("info_small", sh_store_info(w, small, sizeof small));
+	report("info_ok", sh_store_info(w, buf, sizeof buf));
+	report("info_type", sh_read_i32(buf + SH_STORE_INFO_TYPE_AT));
+	report("info_size", (int32_t)sh_read_i64(buf + SH_STORE_INFO_WINDOW_SIZE_AT));
+	sh_store_info(ss, buf, sizeof buf);
+	report("info_gap", (int32_t)sh_read_i64(buf + SH_STORE_INFO_INACTIVITY_GAP_AT));
+	sh_store_info(s, buf, sizeof buf);
+	report("info_kv_type", sh_read_i32(buf + SH_STORE_INFO_TYPE_AT));
+	report("time_oob", sh_stream_time((int64_t *)end));
+	report("time_ok", sh_stream_time(&t));
+	report("time", (int32_t)t);
+	report("schedule_bad_kind", sh_schedule(7, 1000));
+	report("schedule_zero", sh_schedule(SH_SCHEDULE_STREAM_TIME, 0));
+}
+
+/* punct_fail makes the next punctuation fail. */
+static int punct_fail;
+
+SH_EXPORT("statehost_punctuate") int32_t statehost_punctuate(int32_t id, int64_t time_ms) {
+	char k[32], v[64];
+	if (punct_fail) {
+		sh_set_error("punctuation failed on purpose", 29);
+		return SH_PROCESSOR_FAILED;
+	}
+	snprintf(k, sizeof k, "punct%d", id);
+	snprintf(v, sizeof v, "%lld record_next=%d", (long long)time_ms, sh_record_next(rec, sizeof rec));
+	emit_str(k, v);
+	return SH_OK;
+}
+
 /* arg parses cmd as word followed by a space and a decimal number into *n. */
 static int arg(const char *cmd, const char *word, long *n) {
 	size_t l = strlen(word);
@@ -244,6 +318,16 @@ static int32_t run(const char *cmd) {
 	else if (strcmp(cmd, "iters") == 0) iters();
 	else if (strcmp(cmd, "headers") == 0) return headers();
 	else if (strcmp(cmd, "meta") == 0) meta();
+	else if (strcmp(cmd, "windows") == 0) windows();
+	else if (strcmp(cmd, "punctfail") == 0) punct_fail = 1;
+	else if (strcmp(cmd, "schedules") == 0) {
+		int32_t rc, k = 0;
+		while ((rc = sh_schedule(SH_SCHEDULE_WALL_CLOCK, 1000000)) >= 0) k++;
+		report("schedules_opened", k);
+		report("schedules_refused", rc);
+	}
+	else if (arg(cmd, "wall", &n)) report("wall", sh_schedule(SH_SCHEDULE_WALL_CLOCK, n));
+	else if (arg(cmd, "stream", &n)) report("stream", sh_schedule(SH_SCHEDULE_STREAM_TIME, n));
 	else if (strcmp(cmd, "sandbox") == 0) {
 		/* No preopened directories, no environment, no arguments; stdout goes to the log. */
 		FILE *f = fopen("/etc/passwd", "r");
