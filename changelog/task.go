@@ -46,7 +46,8 @@ func (s StoreSpec) Windowed() bool { return s.Kind == store.Window || s.Kind == 
 // TopicDefaults returns the changelog topic configs of the store's type, before app-wide and
 // the store's own configs: none for a key-value store (DefaultTopicConfigs apply);
 // cleanup.policy=compact,delete and retention.ms = retention + AdditionalRetention for window
-// and session stores, as Kafka Streams creates them.
+// and session stores, as Kafka Streams creates them, and message.timestamp.type=CreateTime
+// (their records carry the stream time).
 func (s StoreSpec) TopicDefaults() map[string]string {
 	if !s.Windowed() {
 		return nil
@@ -59,7 +60,9 @@ func (s StoreSpec) TopicDefaults() map[string]string {
 	if ms < retention { // overflow
 		ms = math.MaxInt64
 	}
-	return map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(ms, 10)}
+	// CreateTime: the records' timestamps are the stream time a restore recovers.
+	return map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(ms, 10),
+		"message.timestamp.type": "CreateTime"}
 }
 
 // TopicSpecs returns the topic specs of the logged stores among specs, for TopicManager.Ensure.

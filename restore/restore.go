@@ -248,12 +248,16 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 				if rec.Attrs.IsControl() {
 					continue
 				}
-				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil, Timestamp: rec.Timestamp.UnixMilli()})
+				ts := rec.Timestamp.UnixMilli()
+				if rec.Attrs.TimestampType() == 1 { // LogAppendTime: the broker's clock, not the stream time
+					ts = -1
+				}
+				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil, Timestamp: ts, Offset: rec.Offset})
 				last = rec.Offset
 			}
 			if len(ws) > 0 {
 				if err := tg.ls.Part.ApplyRestore(ws, store.Checkpoint{Offset: last, LogID: tg.id}); err != nil {
-					aerr = err
+					aerr = fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
 					return
 				}
 				tg.total += int64(len(ws))

@@ -236,6 +236,7 @@ const (
 	nsData       = 0x01 // nsData id(4) user-key -> value
 	nsCheckpoint = 0x02 // nsCheckpoint id(4) -> offset(8) logID(16)
 	nsTime       = 0x03 // nsTime id(4) -> the task's stream time (8) at the partition's last commit or restore
+	nsLayout     = 0x04 // nsLayout id(4) -> kind(1) segment interval(8), for window and session partitions
 )
 
 // partitionID returns the id of store name of task id, allocating it on first use.
@@ -292,6 +293,10 @@ func checkpointKey(id uint32) []byte {
 
 func timeKey(id uint32) []byte {
 	return binary.BigEndian.AppendUint32([]byte{nsTime}, id)
+}
+
+func layoutKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{nsLayout}, id)
 }
 
 func encodeTime(t int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t)) }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -51,10 +52,13 @@ type Write struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
-	// Timestamp is the record's timestamp in ms. A window or session store's changelog
-	// records carry the task's stream time when they were written: the restore raises the
-	// stream time to it.
+	// Timestamp is the record's timestamp in ms, or -1 when it is not the producer's (a
+	// topic with message.timestamp.type=LogAppendTime). A window or session store's
+	// changelog records carry the task's stream time when they were written (0 while it was
+	// unknown): the restore raises the stream time to it.
 	Timestamp int64
+	// Offset is the record's offset in the changelog, for errors.
+	Offset int64
 }
 
 // Kind returns the partition's store type.
@@ -103,7 +107,7 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	}
 	ws, dropTo, err := p.restoreWrites(ws)
 	if err != nil {
-		return fmt.Errorf("store: task %s store %q: restore at offset %d: %w", p.t.id, p.name, cp.Offset, err)
+		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, err)
 	}
 	if p.backend == Memory {
 		if dropTo != nil {
@@ -160,10 +164,14 @@ func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err e
 	for _, rec := range ws {
 		key, t1, t2, err := ParseChangelogKey(w.kind, rec.Key)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("changelog record at offset %d: %w", rec.Offset, err)
 		}
-		p.t.ObserveTime(rec.Timestamp)
-		p.t.ObserveTime(t1)
+		// The stream time when the record was written; 0 stands for "none yet" (a write of
+		// a plugin's init). The window's own time does not count: processing does not
+		// raise the stream time to it either.
+		if rec.Timestamp > 0 {
+			p.t.ObserveTime(rec.Timestamp)
+		}
 		if w.isExpired(t1, p.t.time) {
 			w.skipped++
 			continue
@@ -226,6 +234,67 @@ func (p *Partition) Wipe() error {
 		}
 	}
 	return nil
+}
+
+// checkLayout compares the layout the partition's data was written in (its kind and, for
+// window and session stores, segment interval, which follows the retention) with the one it
+// is opened with. When they differ (the store's type or retention changed) its local data
+// cannot be read as it is: the partition is wiped, durably, and restores from its changelog.
+// The layout of a window or session partition is recorded; a key-value partition records
+// none, as before window stores existed.
+func (p *Partition) checkLayout() error {
+	want := []byte{byte(KeyValue)}
+	if p.win != nil {
+		want = binary.BigEndian.AppendUint64([]byte{byte(p.win.kind)}, uint64(p.win.spec.SegmentInterval))
+	}
+	v, c, err := p.t.m.db.Get(layoutKey(p.id))
+	have := []byte{byte(KeyValue)}
+	switch {
+	case err == nil:
+		have = append([]byte(nil), v...)
+		c.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("store: task %s store %q: read layout: %w", p.t.id, p.name, err)
+	}
+	if bytes.Equal(have, want) {
+		return nil
+	}
+	b := p.t.m.db.NewBatch()
+	defer b.Close()
+	// A partition that recorded no layout and holds nothing was never used: nothing to wipe.
+	if have[0] != byte(KeyValue) || p.used() {
+		p.t.log.Warn("store layout changed (its type or segment interval, which follows its retention): wiping its local data, the store restores from its changelog",
+			"store", p.name, "was", fmt.Sprintf("%x", have), "now", fmt.Sprintf("%x", want))
+		_ = b.DeleteRange(p.prefix, p.upper, nil)
+		_ = b.Delete(checkpointKey(p.id), nil)
+		_ = b.Delete(timeKey(p.id), nil)
+	}
+	if p.win == nil {
+		_ = b.Delete(layoutKey(p.id), nil)
+	} else {
+		_ = b.Set(layoutKey(p.id), want, nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: task %s store %q: write layout: %w", p.t.id, p.name, err)
+	}
+	return nil
+}
+
+// used reports whether the partition's committed state holds a key or a checkpoint (true on
+// error: the caller then wipes it).
+func (p *Partition) used() bool {
+	if _, c, err := p.t.m.db.Get(checkpointKey(p.id)); err == nil {
+		c.Close()
+		return true
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return true
+	}
+	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
+	if err != nil {
+		return true
+	}
+	defer it.Close()
+	return it.First()
 }
 
 // loadTime reads the stream time stored with the partition.

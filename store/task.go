@@ -183,6 +183,9 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 		p.id = id
 		p.prefix = dataPrefix(id)
 		p.upper = dataPrefix(id + 1)
+		if err := p.checkLayout(); err != nil {
+			return nil, err
+		}
 		if err := p.loadCheckpoint(); err != nil {
 			return nil, err
 		}

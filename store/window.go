@@ -90,6 +90,9 @@ func (s *WindowSpec) validate(k Kind) error {
 	if s.Grace < 0 {
 		return fmt.Errorf("grace %d ms is negative", s.Grace)
 	}
+	if s.Grace > math.MaxInt64/2 || span > math.MaxInt64/2 {
+		return fmt.Errorf("size or gap %d ms and grace %d ms are too large", span, s.Grace)
+	}
 	if s.Retention == 0 {
 		s.Retention = max(span+s.Grace, DefaultRetention)
 	}
@@ -352,9 +355,10 @@ func (s *windowStore) write(key []byte, t1, t2 int64, value []byte) (stored bool
 		return false, nil
 	}
 	if value != nil && now != NoTime {
-		closed := t1+s.w.spec.Grace < now // a session closes when end + grace < now
+		// Subtractions from now (>= 0) cannot overflow; additions to t1 could.
+		closed := t1 < now-s.w.spec.Grace // a session closes when end + grace < now
 		if s.w.kind == Window {
-			closed = t1+s.w.spec.Size+s.w.spec.Grace <= now
+			closed = t1 <= now-s.w.spec.Size-s.w.spec.Grace
 		}
 		if closed {
 			s.w.late++

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -338,5 +339,129 @@ func TestWindowSpecValidation(t *testing.T) {
 	}
 	if _, err := task.Open("kv", Options{Kind: Window}); err == nil {
 		t.Error("Open opened a window store")
+	}
+}
+
+// TestWindowLayoutChange checks that a Pebble window store reopened with another segment
+// interval (its retention changed) or as another type wipes its local data and checkpoint,
+// so that it restores from its changelog instead of reading keys of another layout, and that
+// reopening with the same layout keeps everything.
+func TestWindowLayoutChange(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	open := func(o Options) (*Task, WindowStore) {
+		t.Helper()
+		task, err := m.OpenTask("l", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind == KeyValue {
+			if _, err := task.Open("w", o); err != nil {
+				t.Fatal(err)
+			}
+			return task, nil
+		}
+		w, err := task.OpenWindow("w", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task, w
+	}
+	short := Options{Kind: Window, Window: WindowSpec{Size: 10, Retention: 200_000}}
+	long := Options{Kind: Window, Window: WindowSpec{Size: 10, Retention: 2_000_000}}
+	write := func(o Options) {
+		t.Helper()
+		task, w := open(o)
+		task.ObserveTime(150_000)
+		mustWPut(t, w, "a", 150_000, "1")
+		if err := task.Apply(map[string]int64{"w": 7}); err != nil {
+			t.Fatal(err)
+		}
+		_ = task.Close()
+	}
+	state := func(o Options) (windowsLeft int, hasCkpt bool) {
+		t.Helper()
+		task, w := open(o)
+		defer task.Close()
+		_, hasCkpt, _ = task.Partition("w").Checkpoint()
+		if w == nil {
+			return -1, hasCkpt
+		}
+		return len(windows(t)(w.FetchAll(math.MinInt64, math.MaxInt64))), hasCkpt
+	}
+	write(short)
+	if n, ck := state(short); n != 1 || !ck {
+		t.Fatalf("same layout: %d windows, checkpoint %v; want 1 and true", n, ck)
+	}
+	if n, ck := state(long); n != 0 || ck {
+		t.Fatalf("longer retention: %d windows, checkpoint %v; want a wiped store", n, ck)
+	}
+	write(long)
+	if _, ck := state(Options{Kind: KeyValue}); ck {
+		t.Fatal("a window store reopened as key-value kept its checkpoint")
+	}
+	if n, ck := state(long); n != 0 || ck {
+		t.Fatalf("back to a window store: %d windows, checkpoint %v; want a wiped store", n, ck)
+	}
+}
+
+// TestRestoredStreamTime checks that a restore raises the stream time only to the records'
+// timestamps (the stream time when they were written), never to a window's own time, and
+// not for timestamps that stand for none (0, written before any record; -1, not the
+// producer's).
+func TestRestoredStreamTime(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	task, err := m.OpenTask("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	if _, err := task.OpenWindow("w", Options{Kind: Window, Window: WindowSpec{Size: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ws := []Write{
+		{Key: ChangelogKey(Window, []byte("a"), 5000, 0), Value: []byte("init"), Timestamp: 0},
+		{Key: ChangelogKey(Window, []byte("b"), 9000, 0), Value: []byte("appended"), Timestamp: -1},
+	}
+	if err := task.Partition("w").ApplyRestore(ws, Checkpoint{Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st := task.StreamTime(); st != NoTime {
+		t.Fatalf("stream time %d after restoring records without one, want NoTime", st)
+	}
+	err = task.Partition("w").ApplyRestore([]Write{{Key: []byte("x"), Value: []byte("v"), Offset: 41}}, Checkpoint{Offset: 42})
+	if err == nil || !strings.Contains(err.Error(), "offset 41") {
+		t.Fatalf("malformed key: %v, want an error naming offset 41", err)
+	}
+}
+
+// TestWindowTimesNearLimits checks that times near the int64 limits neither overflow the
+// closed and expired checks nor pass validation.
+func TestWindowTimesNearLimits(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	task, err := m.OpenTask("n", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	w, err := task.OpenWindow("w", Options{Kind: Window, Window: WindowSpec{Size: 10, Grace: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := task.OpenSession("s", Options{Kind: Session, Window: WindowSpec{Gap: 10, Grace: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.ObserveTime(1000)
+	if !mustWPut(t, w, "a", math.MaxInt64-5, "v") {
+		t.Error("a window far in the future was dropped")
+	}
+	if ok, err := s.Put([]byte("a"), 0, math.MaxInt64-1, []byte("v")); err != nil || !ok {
+		t.Errorf("a session ending far in the future: %v %v", ok, err)
+	}
+	if _, err := task.OpenWindow("big", Options{Kind: Window, Window: WindowSpec{Size: math.MaxInt64 - 1, Grace: 5}}); err == nil {
+		t.Error("a window size + grace that overflows was accepted")
 	}
 }
