@@ -113,7 +113,8 @@
 //	    Closes the iterator; its handle becomes invalid.
 //
 // Iterator handles are valid until iter_close or the end of the guest call that opened them
-// (statehost_process_batch or statehost_init): the host closes leftovers then. A handle is an
+// (statehost_process_batch, statehost_init or statehost_punctuate): the host closes leftovers
+// then. A handle is an
 // opaque number >= 0. Once closed it stays invalid (CodeBadHandle from iter_next and
 // iter_close) even when other iterators are opened later: the host does not hand out the
 // same handle again before 2^23 further iterators have been opened. At most
@@ -163,15 +164,17 @@
 //
 //	stream_time(out_ptr) -> 0
 //	    Writes the task's stream time as an i64 at out_ptr (8 bytes): the largest timestamp
-//	    of the records the task has taken, restored with its stores after a restart; NoTime
-//	    (-1) before any.
+//	    of the records the task has taken with record_next (a negative timestamp, Kafka's
+//	    "none", does not count), restored with its stores after a restart; NoTime (-1)
+//	    before any.
 //	schedule(kind, interval_ms) -> id
 //	    Asks for punctuations every interval_ms (>= 1) of stream time (ScheduleStreamTime) or
-//	    of the host's clock (ScheduleWallClock), and returns an id >= 0. The host then calls
-//	    statehost_punctuate(id, time_ms) between batches. CodeBadArgument for an unknown kind,
-//	    an interval below 1, or a guest that does not export statehost_punctuate; CodeLimit
-//	    past MaxSchedules. Schedules live as long as the instance: call schedule in
-//	    statehost_init.
+//	    of the host's clock (ScheduleWallClock), and returns an id >= 0 (0, 1, ... in the
+//	    order of the calls). The host then calls statehost_punctuate(id, time_ms) between
+//	    batches. Only in statehost_init: schedules live as long as the instance, and every
+//	    new instance (after a failure or a restart) schedules again in its init.
+//	    CodeBadArgument outside statehost_init, for an unknown kind, an interval below 1, or a
+//	    guest that does not export statehost_punctuate; CodeLimit past MaxSchedules.
 //
 // Records (valid only inside statehost_process_batch):
 //
@@ -194,8 +197,10 @@
 //	    Sends a record to the declared output with that index (0 = the first). Key and value
 //	    may each be null (NullLen); a null value is a tombstone. hdr_ptr/hdr_len hold headers
 //	    as a sequence of entries (hdr_len 0: no headers; header keys are never null). The
-//	    record gets the current record's timestamp; the host partitions it by key. The host
-//	    copies everything before it returns. CodeNoRecord without a current record;
+//	    record gets the current record's timestamp (in statehost_punctuate, which has no
+//	    current record, the punctuation's time_ms); the host partitions it by key. The host
+//	    copies everything before it returns. CodeNoRecord without a current record outside
+//	    statehost_punctuate;
 //	    CodeBadHandle if output is not a declared index; CodeLimit, and nothing is emitted,
 //	    if key_len + val_len + hdr_len (a null key or value counting 0) exceeds MaxEmitBytes
 //	    (1 MiB) or the headers number more than MaxEmitHeaders (1024). The emit may block
@@ -273,6 +278,9 @@
 //
 //   - A window is closed when start + window_size + G <= T, a session when end + G < T: a
 //     put with a value is dropped (CodeDropped) and counted as late. Deletes still apply.
+//     A record is late for sessions when it is closed by its own time (ts + G < T): merged,
+//     it could extend or bridge a session that is already final. A guest drops it (the Go
+//     SDK's Merge offers the session [ts, ts], which the host drops and counts).
 //   - A window is expired when start <= T - R, a session when end <= T - R: it is invisible
 //     to reads, writes to it are dropped and counted as expired, and the host deletes
 //     expired data in whole time segments. R >= window_size + G (inactivity_gap + G); the
@@ -288,12 +296,14 @@
 // statehost_punctuate(id, time_ms) is a guest call like statehost_process_batch, bounded by
 // the same time limit, with no current record: record_next and record_headers return
 // CodeNoRecord, and emit works, giving its records the timestamp time_ms. A stream-time
-// schedule fires after a batch in which the stream time reached its next time: the first
-// time when the task's stream time is known, then when it reaches the previous punctuation's
-// time plus the interval (once, however far it jumped), with time_ms the stream time. A
-// wall-clock schedule fires the first time one interval after it was scheduled, then when
-// the clock reaches the previous punctuation's time plus the interval, with time_ms the
-// clock. A non-zero result or a failure fails the task as a failed batch does.
+// schedule fires when the stream time reached its next time: the first time when the task's
+// stream time is known, then when it reaches the previous punctuation's time plus the
+// interval (once, however far it jumped), with time_ms the stream time. A wall-clock schedule
+// fires the first time one interval after it was scheduled, then when the clock reaches the
+// previous punctuation's time plus the interval, with time_ms the clock. The host checks the
+// schedules after every batch and while it waits for records, so a stream-time punctuation
+// can also fire before the first batch of a new instance whose stream time was restored. A
+// non-zero result or a failure fails the task as a failed batch does.
 //
 // # Call sequence
 //
@@ -303,9 +313,11 @@
 //     default: 64 MiB) and growing past the limit fails as memory.grow does.
 //  2. If the module exports _initialize, the host calls it (Go and wasi-libc reactors run
 //     their runtime and package initializers there).
-//  3. If the module exports statehost_init, the host calls it once. It may call store_open,
-//     output_open, the state functions, log and set_error; it returns 0, or a non-zero code
-//     that makes the host refuse the instance (for example when a store it needs is unknown).
+//  3. If the module exports statehost_init, the host calls it once. It may call every
+//     function but record_next, record_headers and emit (store_open, output_open, store_info,
+//     the state, window and session functions, stream_time, schedule, log, set_error); it
+//     returns 0, or a non-zero code that makes the host refuse the instance (for example when
+//     a store it needs is unknown).
 //
 // One batch:
 //

@@ -268,19 +268,19 @@ func ReadStoreInfo(b []byte) (s StoreInfo, ok bool) {
 // time now: its end plus grace has passed (start + window_size + grace <= now). A put with a
 // value into a closed window is dropped.
 func (s StoreInfo) WindowClosed(start, now int64) bool {
-	return now != NoTime && start+s.WindowSize+s.Grace <= now
+	return now != NoTime && start <= now-s.WindowSize-s.Grace
 }
 
 // SessionClosed reports whether a session store's session ending at end is closed for writes
 // at stream time now: end + grace < now. A put with a value of a closed session is dropped.
 func (s StoreInfo) SessionClosed(end, now int64) bool {
-	return now != NoTime && end+s.Grace < now
+	return now != NoTime && end < now-s.Grace
 }
 
 // SessionFinal reports whether a session ending at end can no longer change at stream time
 // now: no record that is not late can reach it (end + inactivity_gap + grace < now).
 func (s StoreInfo) SessionFinal(end, now int64) bool {
-	return now != NoTime && end+s.InactivityGap+s.Grace < now
+	return now != NoTime && end < now-s.InactivityGap-s.Grace
 }
 
 // Expired reports whether a window (by its start) or a session (by its end) at time t is

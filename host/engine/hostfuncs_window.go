@@ -162,14 +162,14 @@ func hostSchedule(c call) int32 {
 	kind, interval := c.i32(0), c.i64(1)
 	in := c.in
 	switch {
-	case kind != abi.ScheduleStreamTime && kind != abi.ScheduleWallClock, interval < 1, !in.mod.hasPunctuate:
+	case !in.initializing, kind != abi.ScheduleStreamTime && kind != abi.ScheduleWallClock, interval < 1, !in.mod.hasPunctuate:
 		return abi.CodeBadArgument
 	case len(in.schedules) >= abi.MaxSchedules:
 		return abi.CodeLimit
 	}
 	s := schedule{kind: kind, interval: interval, next: abi.NoTime}
 	if kind == abi.ScheduleWallClock {
-		s.next = in.now().UnixMilli() + interval
+		s.next = addTime(in.now().UnixMilli(), interval)
 	}
 	in.schedules = append(in.schedules, s)
 	return int32(len(in.schedules) - 1)

@@ -60,12 +60,13 @@ type Instance struct {
 	batchF api.Function
 	stack  [1]uint64
 
-	stores     []openStore
-	storeIndex map[string]int32
-	schedules  []schedule
-	punct      *punctuation // the punctuation being run, nil outside statehost_punctuate
-	iters      [abi.MaxOpenIterators]*openIterator
-	iterGen    [abi.MaxOpenIterators]int32 // generation of each slot's latest handle
+	stores       []openStore
+	storeIndex   map[string]int32
+	schedules    []schedule
+	initializing bool         // statehost_init runs: schedule is allowed
+	punct        *punctuation // the punctuation being run, nil outside statehost_punctuate
+	iters        [abi.MaxOpenIterators]*openIterator
+	iterGen      [abi.MaxOpenIterators]int32 // generation of each slot's latest handle
 
 	// The batch being processed: batch[cursor] is the current record when 0 <= cursor <
 	// len(batch); last is the index of the last record handed to the guest, -1 before any.
@@ -173,6 +174,10 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 		base = m.eng.cfg.Logger
 	}
 	if task.Clock == nil {
+		if len(task.Windows)+len(task.Sessions) > 0 {
+			// The stores read their task's stream time: record_next must raise that one.
+			return nil, fmt.Errorf("engine: instantiate %q: Task.Clock is nil but the task has window or session stores", task.Processor)
+		}
 		task.Clock = &ownClock{t: abi.NoTime}
 	}
 	in := &Instance{
@@ -208,7 +213,10 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 	in.mem = guest.Memory()
 	in.batchF = guest.ExportedFunction(abi.ExportProcessBatch)
 	if m.hasInit {
-		if err := in.call(ctx, guest.ExportedFunction(abi.ExportInit), nil); err != nil {
+		in.initializing = true
+		err := in.call(ctx, guest.ExportedFunction(abi.ExportInit), nil)
+		in.initializing = false
+		if err != nil {
 			_ = guest.Close(ctx)
 			return nil, err
 		}

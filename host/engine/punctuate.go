@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -31,6 +32,15 @@ func (p *punctuation) String() string {
 		clock = "wall-clock time"
 	}
 	return fmt.Sprintf("punctuation %d at %s %d", p.id, clock, p.time)
+}
+
+// addTime returns t + d, saturated at math.MaxInt64 (a schedule of a huge interval then
+// never fires again instead of firing on every check).
+func addTime(t, d int64) int64 {
+	if t > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return t + d
 }
 
 // now returns the engine's clock (Config.Now).
@@ -76,7 +86,7 @@ func (in *Instance) Punctuate(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		s.next = now + s.interval
+		s.next = addTime(now, s.interval)
 		p := &punctuation{id: int32(id), kind: s.kind, time: now}
 		in.punct = p
 		stack := [2]uint64{api.EncodeI32(int32(id)), uint64(now)}

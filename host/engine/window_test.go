@@ -161,8 +161,9 @@ func TestWindowABIFromC(t *testing.T) {
 // TestPunctuation checks the schedules' rules: a stream-time punctuation first fires once the
 // stream time is known, then once per interval however far the time jumps; a wall-clock one
 // fires an interval after it was scheduled and follows the engine's clock; both run with no
-// current record and emit with the punctuation's time; at most abi.MaxSchedules; a failing
-// punctuation kills the instance with an error that names it.
+// current record and emit with the punctuation's time; schedules are made in init only, at
+// most abi.MaxSchedules; an interval that would overflow never fires; a failing punctuation
+// kills the instance with an error that names it.
 func TestPunctuation(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	e, _ := testEngine(t, Config{Now: func() time.Time { return now }})
@@ -190,9 +191,18 @@ func TestPunctuation(t *testing.T) {
 			t.Fatalf("punctuations emitted %q, want %q", got, want)
 		}
 	}
-	cmd(5000, "wall 100", "stream 1000")
-	if got := r.emitted.values(); got["wall"] != "0" || got["stream"] != "1" {
+	// The probe's init scheduled a wall-clock punctuation every 100ms, a stream-time one
+	// every second, then wall-clock ones of an interval that never ends until refused.
+	cmd(5000, "schedules")
+	got := r.emitted.values()
+	if got["wall"] != "0" || got["stream"] != "1" {
 		t.Fatalf("schedule ids %v, want wall 0 and stream 1", got)
+	}
+	if got["schedules_opened"] != strconv.Itoa(abi.MaxSchedules-2) || got["schedules_refused"] != strconv.Itoa(int(abi.CodeLimit)) {
+		t.Errorf("schedules: %v, want %d more, then %d", got, abi.MaxSchedules-2, abi.CodeLimit)
+	}
+	if got["schedule_in_batch"] != strconv.Itoa(int(abi.CodeBadArgument)) {
+		t.Errorf("schedule in a batch = %s, want %d", got["schedule_in_batch"], abi.CodeBadArgument)
 	}
 	if at, ok := in.NextWallPunctuation(); !ok || !at.Equal(now.Add(100*time.Millisecond)) {
 		t.Fatalf("next wall punctuation %v %v, want %v", at, ok, now.Add(100*time.Millisecond))
@@ -210,12 +220,9 @@ func TestPunctuation(t *testing.T) {
 	punct("out:punct1=9000 " + noRecord) // once, not once per missed interval
 	cmd(9500, "meta")
 	punct()
-
-	// At most abi.MaxSchedules (two are taken).
-	cmd(9500, "schedules")
-	if got := r.emitted.values(); got["schedules_opened"] != strconv.Itoa(abi.MaxSchedules-2) || got["schedules_refused"] != strconv.Itoa(int(abi.CodeLimit)) {
-		t.Errorf("schedules: %v, want %d opened then %d", got, abi.MaxSchedules-2, abi.CodeLimit)
-	}
+	// The schedules of an interval that never ends do not fire, however late it gets.
+	now = now.Add(1000 * time.Hour)
+	punct("out:punct0=" + strconv.FormatInt(now.UnixMilli(), 10) + " " + noRecord)
 
 	cmd(20000, "punctfail")
 	_, err := in.Punctuate(ctx)

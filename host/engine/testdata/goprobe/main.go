@@ -10,12 +10,32 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/statehost/statehost/pluginsdk"
 )
 
 func init() {
-	pluginsdk.Register(process)
+	pluginsdk.Register(process, pluginsdk.WithPunctuation(pluginsdk.WallClockPunctuation, 50*time.Millisecond, tick))
+}
+
+// tick counts the wall-clock punctuations in the key "n" of the store "ticks", when the
+// processor has that store, and emits each count under the key "tick".
+func tick(ctx pluginsdk.PunctuationContext) error {
+	s := ctx.Store("ticks")
+	v, _, err := s.Get([]byte("n"))
+	if errors.Is(err, pluginsdk.ErrUnknownStore) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(string(v))
+	next := []byte(strconv.Itoa(n + 1))
+	if err := s.Put([]byte("n"), next); err != nil {
+		return err
+	}
+	return ctx.Emit([]byte("tick"), next)
 }
 
 var (
