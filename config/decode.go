@@ -373,7 +373,13 @@ func (d *decoder) decodeStoreTimes(rs rawStore, s *Store, typeKnown bool) {
 			d.errorf(expr.Range(), "Attribute not applicable", "The attribute %q applies only to %s stores; store %q is a %s.", name, strings.Join(types, " and "), s.Name, is)
 			return 0, "", false
 		}
-		return d.durationValue(expr, name, zero)
+		dur, text, ok = d.durationValue(expr, name, zero)
+		if ok && dur%time.Millisecond != 0 {
+			// Windows, sessions and stream time are in milliseconds, as Kafka's timestamps.
+			d.errorf(expr.Range(), "Invalid duration", "The %s %q is not a whole number of milliseconds: windows and sessions are measured in milliseconds, as record timestamps are.", name, text)
+			return 0, "", false
+		}
+		return dur, text, ok
 	}
 	size, sizeText, sizeOK := attr(rs.WindowSize, "window_size", false, StoreWindow)
 	advance, advanceText, advanceOK := attr(rs.Advance, "advance", false, StoreWindow)

@@ -16,6 +16,11 @@ processor "count" {
     grace                          = "0s"
     changelog_additional_retention = "0s"
   }
+  store "micro" {
+    type        = "window"
+    window_size = "1500us"
+    grace       = "1ms"
+  }
   store "quiet" {
     type                           = "session"
     inactivity_gap                 = "1m"
@@ -31,4 +36,5 @@ processor "count" {
 # expect: 10:38: error: Invalid duration | "1 day" is not one
 # expect: 11:38: error: Invalid duration | The argument "changelog_additional_retention" must be zero or greater, not "-1h".
 # expect: 15:38: error: Invalid duration | The argument "inactivity_gap" must be greater than zero, not "0s".
-# expect: 22:38: warning: Changelog config not used | The changelog_additional_retention of store "quiet" has no effect because its logging is disabled
+# expect: 21:19: error: Invalid duration | The window_size "1500us" is not a whole number of milliseconds
+# expect: 27:38: warning: Changelog config not used | The changelog_additional_retention of store "quiet" has no effect because its logging is disabled
