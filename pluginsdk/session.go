@@ -147,15 +147,16 @@ func (s *SessionStore) FindAll(earliestEnd, latestEnd int64) *WindowIterator {
 //
 //   - It finds key's sessions within the store's inactivity gap of ts (those that overlap
 //     [ts-gap, ts+gap]). The merged session spans them and ts: [min start, max end].
-//   - If the merged session is closed at the current stream time
-//     (abi.StoreInfo.SessionClosed), the record is late: Merge changes nothing and returns
-//     stored = false. (It offers the merged session to the host, which drops it and counts
-//     the late record.)
+//   - If the record is late, closed by its own time ts (abi.StoreInfo.SessionClosed(ts,
+//     stream time): ts + grace < stream time), Merge changes nothing and returns stored =
+//     false: merged, it could extend or bridge a session that is already final and may
+//     have been emitted. (It offers the session [ts, ts] to the host, which drops it and
+//     counts the late record.) A record that is not late never makes a closed session.
 //   - Else the merged value is the found sessions' values, in the order Find gives them
 //     (ascending by end), folded with merge, then merged with value: merge(...merge(v1,
 //     v2)..., value); it is value itself when no session was found (merge is not called).
-//     Merge removes the found sessions that differ from the merged one and puts the merged
-//     session with the merged value.
+//     Merge puts the merged session with the merged value, then removes the found sessions
+//     that differ from it.
 //
 // It returns the merged session, the merged value (nil when not stored; valid until the
 // next Merge on this store) and whether it was stored. A nil value or merge result is taken
@@ -170,6 +171,18 @@ func (s *SessionStore) Merge(key []byte, ts int64, value []byte, merge MergeFunc
 	}
 	gap := s.info.InactivityGap
 	sess = Session{Start: ts, End: ts}
+	if now := streamTime(); s.info.SessionClosed(ts, now) {
+		// Late by its own time: merging it could extend or bridge a session that is already
+		// final (end + gap + grace < stream time), which a punctuation may have emitted.
+		// Offer the record's own session so that the host drops it and counts it.
+		switch n := hSessionPut(s.handle, key, ts, ts, value); {
+		case n == abi.CodeDropped:
+			return sess, nil, false, nil
+		case n < 0:
+			return sess, nil, false, s.fail("merge: put", n)
+		}
+		return sess, nil, false, fmt.Errorf("pluginsdk: store %q: merge: the host stored the session [%d, %d] of a late record (stream time %d)", s.name, ts, ts, now)
+	}
 	s.found, s.arena = s.found[:0], s.arena[:0]
 	// Collect the sessions first: the iterator may or may not see the writes below.
 	it := &s.it
@@ -189,18 +202,6 @@ func (s *SessionStore) Merge(key []byte, ts int64, value []byte, merge MergeFunc
 		return sess, nil, false, err
 	}
 
-	if s.info.SessionClosed(sess.End, streamTime()) {
-		// Late: offer the session so that the host drops it and counts the record. A host
-		// that stores it anyway disagrees about the stream time; finish the merge then, so
-		// that the store stays consistent.
-		switch n := hSessionPut(s.handle, key, sess.Start, sess.End, value); {
-		case n == abi.CodeDropped:
-			return sess, nil, false, nil
-		case n < 0:
-			return sess, nil, false, s.fail("merge: put", n)
-		}
-	}
-
 	merged = value
 	if len(s.found) > 0 {
 		f0 := s.found[0]
@@ -218,19 +219,20 @@ func (s *SessionStore) Merge(key []byte, ts int64, value []byte, merge MergeFunc
 			merged = []byte{}
 		}
 	}
-	for _, f := range s.found {
-		if f.s == sess {
-			continue // overwritten by the put below
-		}
-		if n := hSessionPut(s.handle, key, f.s.Start, f.s.End, nil); n < 0 {
-			return sess, nil, false, s.fail("merge: remove", n)
-		}
-	}
+	// Put first: if the host drops it, the sessions found stay as they were.
 	switch n := hSessionPut(s.handle, key, sess.Start, sess.End, merged); {
 	case n == abi.CodeDropped:
 		return sess, nil, false, nil
 	case n < 0:
 		return sess, nil, false, s.fail("merge: put", n)
+	}
+	for _, f := range s.found {
+		if f.s == sess {
+			continue // overwritten by the put above
+		}
+		if n := hSessionPut(s.handle, key, f.s.Start, f.s.End, nil); n < 0 {
+			return sess, nil, false, s.fail("merge: remove", n)
+		}
 	}
 	return sess, merged, true, nil
 }

@@ -27,10 +27,10 @@
 //	  retention      = "2h"
 //	}
 //
-// Set retention well above inactivity_gap + grace: a session is emitted only if a
+// Keep retention well above inactivity_gap + grace: a session is emitted only if a
 // punctuation sees it final before it expires (end <= stream time - retention), and stream
-// time can jump by a whole batch between punctuations. With the default retention, exactly
-// inactivity_gap + grace, a session expires before it is final and would never be emitted.
+// time can jump by a whole batch between punctuations. The default retention, the larger of
+// a day and inactivity_gap + grace, leaves a day for that.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o sessionize.wasm .
 // (or go run ./plugins/build sessionize from the repository root).

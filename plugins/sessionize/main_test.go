@@ -60,20 +60,21 @@ func check(t *testing.T, what string, got []string, want ...string) {
 
 // TestMergeRules checks how events form sessions: within the gap (inclusive) they merge,
 // an event bridging two sessions merges all three, a larger gap starts a new session. All
-// events come in one batch, which ends at stream time 17001, when no session is final yet.
+// events come in one batch, none late (within the 1s grace of the stream time), which ends
+// at stream time 17001, when no session is final yet.
 func TestMergeRules(t *testing.T) {
 	d := newDriver(t)
 	process(t, d,
 		event("u2", 7000), event("u3", 7000),
-		event("u2", 13000),                     // 6s after u2's session: a new one
-		event("u2", 10000),                     // within 5s of both: bridges them
+		event("u2", 12100),                     // 5.1s after u2's session: a new one
+		event("u2", 11500),                     // within 5s of both: bridges them
 		event("u3", 12000),                     // exactly the gap: merges
 		event("u1", 12000), event("u1", 15000), // 3s apart: one session
-		event("u4", 14000), event("u4", 13000), event("u4", 13500), // out of order
+		event("u4", 14500), event("u4", 14000), event("u4", 14200), // out of order
 		sdktest.Record{Value: []byte("click")}.At(13000), // null key: skipped
 		event("u3", 17001)) // 1ms more than the gap after u3's session: a new one
 	check(t, "sessions", sessions(d),
-		"u1[12000,15000]=2", "u2[7000,13000]=3", "u3[7000,12000]=2", "u3[17001,17001]=1", "u4[13000,14000]=3")
+		"u1[12000,15000]=2", "u2[7000,12100]=3", "u3[7000,12000]=2", "u3[17001,17001]=1", "u4[14000,14500]=3")
 	check(t, "emitted before any session is final", emitted(d))
 	if logs := d.Logs(); len(logs) != 1 || !strings.Contains(logs[0].Message, "null key") {
 		t.Errorf("logs = %+v, want one warning about the null key", logs)

@@ -28,11 +28,11 @@
 //	  retention   = "1h"
 //	}
 //
-// Set retention well above window_size + grace: a window is emitted only if a punctuation
+// Keep retention well above window_size + grace: a window is emitted only if a punctuation
 // sees it closed before it expires (start <= stream time - retention), and stream time can
-// jump by a whole batch between punctuations. With the default retention, exactly
-// window_size + grace, a window expires at the very stream time it closes and would never
-// be emitted.
+// jump by a whole batch between punctuations. The default retention, the larger of a day and
+// window_size + grace, leaves a day for that; with retention exactly window_size + grace a
+// window would expire at the very stream time it closes and never be emitted.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o windowcount.wasm .
 // (or go run ./plugins/build windowcount from the repository root).

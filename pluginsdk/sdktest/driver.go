@@ -24,11 +24,11 @@ type Config struct {
 	// WindowStores are the processor's window stores, empty at start, by name, with their
 	// descriptions (durations in milliseconds; see TumblingWindows and HoppingWindows).
 	// Type may be left 0; Advance defaults to WindowSize (tumbling windows) and Retention
-	// to WindowSize + Grace, as in the statehost config.
+	// to the larger of a day and WindowSize + Grace, as in the statehost config.
 	WindowStores map[string]abi.StoreInfo
 	// SessionStores are the processor's session stores, empty at start, by name, with their
-	// descriptions (see Sessions). Type may be left 0; Retention defaults to InactivityGap
-	// + Grace.
+	// descriptions (see Sessions). Type may be left 0; Retention defaults to the larger of a
+	// day and InactivityGap + Grace.
 	SessionStores map[string]abi.StoreInfo
 	// WallClock is the time of the fake wall clock when the driver starts. Default: the
 	// Unix epoch. Only AdvanceWallClock moves it.
@@ -146,7 +146,9 @@ func New(cfg Config) (*Driver, error) {
 		return nil, errors.New("sdktest: the plugin does not link pluginsdk")
 	}
 	hostcall.Entry.Reset()
-	if code := hostcall.Entry.Init(); code != abi.CodeOK {
+	code := hostcall.Entry.Init()
+	d.host.closeIters() // the host closes what statehost_init left open
+	if code != abi.CodeOK {
 		return nil, d.failure("init", code)
 	}
 	return d, nil
@@ -199,8 +201,12 @@ func (d *Driver) processBatch(batch []Record) error {
 	return nil
 }
 
-// observe takes the timestamp of a record that record_next handed out into the stream time.
+// observe takes the timestamp of a record that record_next handed out into the stream time;
+// negative timestamps (Kafka's "none", or a zero time.Time) do not count, as on the host.
 func (d *Driver) observe(ts int64) {
+	if ts < 0 {
+		return
+	}
 	if !d.timeKnown || ts > d.streamTime {
 		d.streamTime, d.timeKnown = ts, true
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // TumblingWindows returns the description of a window store of tumbling windows of size,
-// with grace, for Config.WindowStores. Retention is left 0 (the default, size + grace);
+// with grace, for Config.WindowStores. Retention is left 0 (the default: the larger of a day and size + grace);
 // set it on the result for another.
 func TumblingWindows(size, grace time.Duration) abi.StoreInfo {
 	return HoppingWindows(size, size, grace)
@@ -24,7 +24,7 @@ func HoppingWindows(size, advance, grace time.Duration) abi.StoreInfo {
 }
 
 // Sessions returns the description of a session store with that inactivity gap and grace,
-// for Config.SessionStores. Retention is left 0 (the default, gap + grace); set it on the
+// for Config.SessionStores. Retention is left 0 (the default: the larger of a day and gap + grace); set it on the
 // result for another.
 func Sessions(gap, grace time.Duration) abi.StoreInfo {
 	return abi.StoreInfo{Type: abi.StoreSession, InactivityGap: gap.Milliseconds(), Grace: grace.Milliseconds()}

@@ -384,12 +384,12 @@ func TestMerge(t *testing.T) {
 	if all := ss.All(); !slices.Equal(all, want) {
 		t.Errorf("sessions = %+v, want %+v", all, want)
 	}
-	// T = 140: a's session [100,121] is closed (121 + 5 < 140): a record at 125 would extend
-	// it, so it is late; one at 137 starts an open session, which one at 132 joins. b's
-	// session expired (100 <= 140 - 40).
-	got = run1(t, d, 140, "merge ss a 125 1", "merge ss a 137 1", "merge ss a 132 1")
-	check(t, "late merges", got, "[100,125]  false", "[137,137] 1 true", "[132,137] 2 true")
-	want = []sdktest.SessionValue{{Key: "a", Start: 100, End: 121, Value: "5"}, {Key: "a", Start: 132, End: 137, Value: "2"}}
+	// T = 140: a record at 125 is late (125 + 5 < 140): it would extend a's session [100,121],
+	// which is closed; one at 137 starts an open session, which one at 136 joins (136 + 5 >=
+	// 140). b's session expired (100 <= 140 - 40).
+	got = run1(t, d, 140, "merge ss a 125 1", "merge ss a 137 1", "merge ss a 136 1")
+	check(t, "late merges", got, "[125,125]  false", "[137,137] 1 true", "[136,137] 2 true")
+	want = []sdktest.SessionValue{{Key: "a", Start: 100, End: 121, Value: "5"}, {Key: "a", Start: 136, End: 137, Value: "2"}}
 	if all := ss.All(); !slices.Equal(all, want) {
 		t.Errorf("sessions = %+v, want %+v", all, want)
 	}
