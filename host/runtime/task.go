@@ -178,9 +178,10 @@ func (t *task) reportDropped() {
 	}
 }
 
-// dirty reports whether the task processed records since its last commit (or since the
-// last successful offset commit).
-func (t *task) dirty() bool { return len(t.last) > 0 }
+// dirty reports whether the task has something to commit: records processed since its last
+// commit (or since the last successful offset commit), or work without records (a
+// punctuation's writes and emits on an idle task, writes of the plugin's init).
+func (t *task) dirty() bool { return len(t.last) > 0 || (t.cl != nil && t.cl.HasWork()) }
 
 // close closes the plugin instance and the stores, dropping uncommitted writes.
 func (t *task) close() error {
