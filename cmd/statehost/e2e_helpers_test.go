@@ -39,7 +39,7 @@ var (
 	e2eModules  map[string]string // plugin name -> .wasm path
 )
 
-// buildModules builds the tokenize and count plugins once for the tests of the package, into
+// buildModules builds the tokenize, count and windowcount plugins once for the tests of the package, into
 // the directory of the test binary (removed by TestMain).
 func buildModules(t *testing.T) map[string]string {
 	t.Helper()
@@ -48,9 +48,9 @@ func buildModules(t *testing.T) map[string]string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		mods := map[string]string{}
-		errs := make(chan error, 2)
+		errs := make(chan error, 3)
 		var wg sync.WaitGroup
-		for _, name := range []string{"tokenize", "count"} {
+		for _, name := range []string{"tokenize", "count", "windowcount"} {
 			out := filepath.Join(binaryDir, name+".wasm")
 			mods[name] = out
 			wg.Go(func() {
