@@ -66,19 +66,7 @@ func (s *SessionStore) Get(key []byte, sess Session) (value []byte, found bool, 
 	if s.err != nil {
 		return nil, false, s.err
 	}
-	for {
-		n := hSessionGet(s.handle, key, sess.Start, sess.End, s.buf[:cap(s.buf)])
-		switch {
-		case n >= 0:
-			return s.buf[:n:n], true, nil
-		case n == abi.CodeNotFound:
-			return nil, false, nil
-		case n == abi.CodeBufferTooSmall:
-			s.buf = make([]byte, grow(cap(s.buf), hBufferNeeded()))
-		default:
-			return nil, false, s.fail("get", n)
-		}
-	}
+	return getValue(&s.buf, s.name, func(buf []byte) int32 { return hSessionGet(s.handle, key, sess.Start, sess.End, buf) })
 }
 
 // Put stores value under key for the session sess (sess.Start <= sess.End, else an error

@@ -79,17 +79,23 @@ func (s *WindowStore) Get(key []byte, start int64) (value []byte, found bool, er
 	if s.err != nil {
 		return nil, false, s.err
 	}
+	return getValue(&s.buf, s.name, func(buf []byte) int32 { return hWindowGet(s.handle, key, start, buf) })
+}
+
+// getValue calls get with *buf until the value fits, growing *buf on CodeBufferTooSmall, as
+// Store.Get does (written out there: it is on the per-record path of most plugins).
+func getValue(buf *[]byte, store string, get func(buf []byte) int32) ([]byte, bool, error) {
 	for {
-		n := hWindowGet(s.handle, key, start, s.buf[:cap(s.buf)])
+		n := get((*buf)[:cap(*buf)])
 		switch {
 		case n >= 0:
-			return s.buf[:n:n], true, nil
+			return (*buf)[:n:n], true, nil
 		case n == abi.CodeNotFound:
 			return nil, false, nil
 		case n == abi.CodeBufferTooSmall:
-			s.buf = make([]byte, grow(cap(s.buf), hBufferNeeded()))
+			*buf = make([]byte, grow(cap(*buf), hBufferNeeded()))
 		default:
-			return nil, false, s.fail("get", n)
+			return nil, false, storeFail(store, "get", n)
 		}
 	}
 }

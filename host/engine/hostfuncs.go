@@ -200,16 +200,7 @@ func hostStateGet(c call) int32 {
 		return c.code
 	}
 	v, found, err := s.store.Get(key)
-	switch {
-	case err != nil:
-		return c.in.storeFailed(s, "get", err)
-	case !found:
-		return abi.CodeNotFound
-	case len(v) > len(buf):
-		c.in.needed = int32(len(v))
-		return abi.CodeBufferTooSmall
-	}
-	return int32(copy(buf, v))
+	return c.getInto(s, buf, v, found, err)
 }
 
 func hostStatePut(c call) int32 {

@@ -45,7 +45,8 @@ func dropped(stored bool) int32 {
 	return abi.CodeDropped
 }
 
-// getInto copies a found value into buf as state_get does.
+// getInto answers a get (state_get, window_get, session_get): it copies a found value into
+// buf, or returns CodeNotFound, CodeBufferTooSmall or CodeStoreFailed.
 func (c *call) getInto(s *openStore, buf, v []byte, found bool, err error) int32 {
 	switch {
 	case err != nil:

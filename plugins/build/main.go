@@ -45,7 +45,7 @@ func build(ctx context.Context, root string, only []string, updatePrebuilt bool)
 	built := 0
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || name == "build" || name == "testdata" || (len(only) > 0 && !slices.Contains(only, name)) {
+		if !e.IsDir() || name == "build" || name == "testdata" || name == "internal" || (len(only) > 0 && !slices.Contains(only, name)) {
 			continue
 		}
 		dir, _ := filepath.Abs(filepath.Join(root, name))

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/statehost/statehost/plugins/internal/tally"
 	"github.com/statehost/statehost/pluginsdk"
 )
 
@@ -43,7 +44,7 @@ func count(ctx pluginsdk.Context) error {
 	}
 	var n uint64
 	if found {
-		if n, err = parseCount(old); err != nil {
+		if n, err = tally.Parse(old); err != nil {
 			return fmt.Errorf("count: key %q: %w", rec.Key, err)
 		}
 	}
@@ -52,21 +53,6 @@ func count(ctx pluginsdk.Context) error {
 		return err
 	}
 	return ctx.Emit(rec.Key, num)
-}
-
-// parseCount parses a stored decimal count without allocating.
-func parseCount(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, nil
 }
 
 func main() {}

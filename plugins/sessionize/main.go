@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/statehost/statehost/abi"
+	"github.com/statehost/statehost/plugins/internal/tally"
 	"github.com/statehost/statehost/pluginsdk"
 )
 
@@ -72,11 +73,11 @@ func sessionize(ctx pluginsdk.Context) error {
 
 // add sums two decimal counts into acc's memory.
 func add(acc, v []byte) ([]byte, error) {
-	a, err := parseCount(acc)
+	a, err := tally.Parse(acc)
 	if err != nil {
 		return nil, err
 	}
-	b, err := parseCount(v)
+	b, err := tally.Parse(v)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func emitFinal(ctx pluginsdk.PunctuationContext) error {
 	final, users = final[:0], users[:0]
 	it := sessions.FindAll(from, to)
 	for it.Next() {
-		n, err := parseCount(it.Value())
+		n, err := tally.Parse(it.Value())
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("sessionize: user %q, session [%d,%d]: %w", it.Key(), it.Start(), it.End(), err)
@@ -142,11 +143,7 @@ func emitFinal(ctx pluginsdk.PunctuationContext) error {
 		if user == nil {
 			user = []byte{} // an empty user id, not a null key
 		}
-		out = strconv.AppendInt(out[:0], f.s.Start, 10)
-		out = append(out, ',')
-		out = strconv.AppendInt(out, f.s.End, 10)
-		out = append(out, ',')
-		out = strconv.AppendUint(out, f.count, 10)
+		out = tally.AppendResult(out[:0], f.s.Start, f.s.End, f.count)
 		if err := ctx.Emit(user, out); err != nil {
 			return err
 		}
@@ -155,21 +152,6 @@ func emitFinal(ctx pluginsdk.PunctuationContext) error {
 		}
 	}
 	return nil
-}
-
-// parseCount parses a stored decimal count without allocating.
-func parseCount(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, nil
 }
 
 func main() {}

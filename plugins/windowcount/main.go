@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/statehost/statehost/abi"
+	"github.com/statehost/statehost/plugins/internal/tally"
 	"github.com/statehost/statehost/pluginsdk"
 )
 
@@ -78,7 +79,7 @@ func count(ctx pluginsdk.Context) error {
 		}
 		var n uint64
 		if found {
-			if n, err = parseCount(old); err != nil {
+			if n, err = tally.Parse(old); err != nil {
 				return fmt.Errorf("windowcount: key %q, window %d: %w", rec.Key, start, err)
 			}
 		}
@@ -124,7 +125,7 @@ func emitClosed(ctx pluginsdk.PunctuationContext) error {
 	closed, keys = closed[:0], keys[:0]
 	it := windows.FetchAll(from, to)
 	for it.Next() {
-		n, err := parseCount(it.Value())
+		n, err := tally.Parse(it.Value())
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("windowcount: key %q, window %d: %w", it.Key(), it.Start(), err)
@@ -148,11 +149,7 @@ func emitClosed(ctx pluginsdk.PunctuationContext) error {
 		if key == nil {
 			key = []byte{} // an empty word, not a null key
 		}
-		num = strconv.AppendInt(num[:0], w.start, 10)
-		num = append(num, ',')
-		num = strconv.AppendInt(num, w.end, 10)
-		num = append(num, ',')
-		num = strconv.AppendUint(num, w.count, 10)
+		num = tally.AppendResult(num[:0], w.start, w.end, w.count)
 		if err := ctx.Emit(key, num); err != nil {
 			return err
 		}
@@ -161,21 +158,6 @@ func emitClosed(ctx pluginsdk.PunctuationContext) error {
 		}
 	}
 	return nil
-}
-
-// parseCount parses a stored decimal count without allocating.
-func parseCount(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("stored count %q is not a decimal number", b)
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, nil
 }
 
 func main() {}
