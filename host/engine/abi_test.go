@@ -49,16 +49,7 @@ func TestBadPointers(t *testing.T) {
 		"get_buf_last_5": 5, "get_buf_last_5_written": 1, "get_buf_last_5_plus_1": abi.CodeOutOfBounds,
 		"log_last_byte": 0, "log_at_end_1": abi.CodeOutOfBounds, "put_key_at_end_1": abi.CodeOutOfBounds,
 	}
-	for name, code := range want {
-		if got, ok := codes[name]; !ok {
-			t.Errorf("%s: not reported", name)
-		} else if got != strconv.Itoa(int(code)) {
-			t.Errorf("%s = %s, want %d (%s)", name, got, code, abi.CodeText(code))
-		}
-	}
-	if len(codes) != len(want) {
-		t.Errorf("probe reported %d results, want %d", len(codes), len(want))
-	}
+	checkCodes(t, codes, want)
 	// The instance is still alive, and the bad calls changed nothing.
 	if err := in.ProcessBatch(context.Background(), recs("put")); err != nil {
 		t.Fatalf("instance unusable after bad calls: %v", err)

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/statehost/statehost/abi"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 	"github.com/statehost/statehost/store"
 )
@@ -313,4 +315,19 @@ func guestError(t *testing.T, err error, kind error) *GuestError {
 		t.Fatalf("error %v: kind %v, want %v", err, ge.Kind, kind)
 	}
 	return ge
+}
+
+// checkCodes compares the results the probe reported (name -> decimal code) with want.
+func checkCodes(t *testing.T, codes map[string]string, want map[string]int32) {
+	t.Helper()
+	for name, code := range want {
+		if got, ok := codes[name]; !ok {
+			t.Errorf("%s: not reported", name)
+		} else if got != strconv.Itoa(int(code)) {
+			t.Errorf("%s = %s, want %d (%s)", name, got, code, abi.CodeText(code))
+		}
+	}
+	if len(codes) != len(want) {
+		t.Errorf("probe reported %d results, want %d", len(codes), len(want))
+	}
 }

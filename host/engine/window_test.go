@@ -146,16 +146,7 @@ func TestWindowABIFromC(t *testing.T) {
 		"time_oob": abi.CodeOutOfBounds, "time_ok": 0, "time": 1500,
 		"schedule_bad_kind": abi.CodeBadArgument, "schedule_zero": abi.CodeBadArgument,
 	}
-	for name, code := range want {
-		if got, ok := codes[name]; !ok {
-			t.Errorf("%s: not reported", name)
-		} else if got != strconv.Itoa(int(code)) {
-			t.Errorf("%s = %s, want %d (%s)", name, got, code, abi.CodeText(code))
-		}
-	}
-	if len(codes) != len(want) {
-		t.Errorf("probe reported %d results, want %d", len(codes), len(want))
-	}
+	checkCodes(t, codes, want)
 }
 
 // TestPunctuation checks the schedules' rules: a stream-time punctuation first fires once the
