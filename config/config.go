@@ -128,8 +128,9 @@ type Store struct {
 	// Default 0.
 	Grace time.Duration
 	// Retention is how long, in stream time, a window or session store keeps its windows or
-	// sessions: at least WindowSize + Grace (window) or InactivityGap + Grace (session), which
-	// is also the default, so that nothing expires before it closes.
+	// sessions: at least WindowSize + Grace (window) or InactivityGap + Grace (session), so
+	// that nothing expires before it closes. Default the larger of that and 24h, so that a
+	// punctuation finds closed windows however far the stream time jumps.
 	Retention time.Duration
 	// InactivityGap is the longest time between two records of one session of a session store.
 	InactivityGap time.Duration

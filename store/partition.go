@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,17 +159,20 @@ func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err e
 	if w == nil {
 		return ws, nil, nil
 	}
+	// The stream time when each record was written; 0 stands for "none yet" (a write of a
+	// plugin's init). The windows' own times do not count: processing does not raise the
+	// stream time to them either. Records are judged at the batch's final stream time: what
+	// a later record of the batch made expired is not written.
+	for _, rec := range ws {
+		if rec.Timestamp > 0 {
+			p.t.ObserveTime(rec.Timestamp)
+		}
+	}
 	out = make([]Write, 0, len(ws))
 	for _, rec := range ws {
 		key, t1, t2, err := ParseChangelogKey(w.kind, rec.Key)
 		if err != nil {
 			return nil, nil, fmt.Errorf("changelog record at offset %d: %w", rec.Offset, err)
-		}
-		// The stream time when the record was written; 0 stands for "none yet" (a write of
-		// a plugin's init). The window's own time does not count: processing does not
-		// raise the stream time to it either.
-		if rec.Timestamp > 0 {
-			p.t.ObserveTime(rec.Timestamp)
 		}
 		if w.isExpired(t1, p.t.time) {
 			w.skipped++
@@ -236,52 +238,56 @@ func (p *Partition) Wipe() error {
 	return nil
 }
 
-// checkLayout compares the layout the partition's data was written in (its kind and, for
-// window and session stores, segment interval, which follows the retention) with the one it
-// is opened with. When they differ (the store's type or retention changed) its local data
-// cannot be read as it is: the partition is wiped, durably, and restores from its changelog.
-// The layout of a window or session partition is recorded; a key-value partition records
-// none, as before window stores existed.
+// checkLayout compares the type the partition's data was written as with the one it is
+// opened as, and keeps the segment interval of a window or session partition as its data was
+// written. A window or session partition records its layout, kind(1) and segment
+// interval(8); a key-value partition records none, as before window stores existed.
+//
+// The segment interval follows the retention: when the retention changes, the partition
+// keeps the interval its data is laid out in (any interval works for expiry). A partition
+// opened as another type than the one its data was written as is refused with an error: its
+// local data and its changelog hold records of the old type.
 func (p *Partition) checkLayout() error {
-	want := []byte{byte(KeyValue)}
+	kind := byte(KeyValue)
 	if p.win != nil {
-		want = binary.BigEndian.AppendUint64([]byte{byte(p.win.kind)}, uint64(p.win.spec.SegmentInterval))
+		kind = byte(p.win.kind)
 	}
 	v, c, err := p.t.m.db.Get(layoutKey(p.id))
-	have := []byte{byte(KeyValue)}
 	switch {
 	case err == nil:
-		have = append([]byte(nil), v...)
+		have := append([]byte(nil), v...)
 		c.Close()
+		if len(have) != 9 {
+			return fmt.Errorf("store: task %s store %q: corrupt layout record of %d bytes", p.t.id, p.name, len(have))
+		}
+		if have[0] != kind {
+			return p.typeChanged(Kind(have[0]))
+		}
+		p.win.spec.SegmentInterval = int64(binary.BigEndian.Uint64(have[1:]))
+		return nil
 	case !errors.Is(err, pebble.ErrNotFound):
 		return fmt.Errorf("store: task %s store %q: read layout: %w", p.t.id, p.name, err)
-	}
-	if bytes.Equal(have, want) {
+	case p.win == nil:
 		return nil
+	case p.used():
+		return p.typeChanged(KeyValue)
 	}
-	b := p.t.m.db.NewBatch()
-	defer b.Close()
-	// A partition that recorded no layout and holds nothing was never used: nothing to wipe.
-	if have[0] != byte(KeyValue) || p.used() {
-		p.t.log.Warn("store layout changed (its type or segment interval, which follows its retention): wiping its local data, the store restores from its changelog",
-			"store", p.name, "was", fmt.Sprintf("%x", have), "now", fmt.Sprintf("%x", want))
-		_ = b.DeleteRange(p.prefix, p.upper, nil)
-		_ = b.Delete(checkpointKey(p.id), nil)
-		_ = b.Delete(timeKey(p.id), nil)
-	}
-	if p.win == nil {
-		_ = b.Delete(layoutKey(p.id), nil)
-	} else {
-		_ = b.Set(layoutKey(p.id), want, nil)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	rec := binary.BigEndian.AppendUint64([]byte{kind}, uint64(p.win.spec.SegmentInterval))
+	if err := p.t.m.db.Set(layoutKey(p.id), rec, pebble.Sync); err != nil {
 		return fmt.Errorf("store: task %s store %q: write layout: %w", p.t.id, p.name, err)
 	}
 	return nil
 }
 
+// typeChanged is the error of a partition whose data was written as a store of type was.
+func (p *Partition) typeChanged(was Kind) error {
+	return fmt.Errorf("store: task %s store %q: it holds the data of a %s store, and is opened as a %s store: "+
+		"its local data and its changelog hold records of the old type; give the store another name, "+
+		"or delete its changelog topic and the task's state to start it empty", p.t.id, p.name, was, p.Kind())
+}
+
 // used reports whether the partition's committed state holds a key or a checkpoint (true on
-// error: the caller then wipes it).
+// error: the caller then refuses it).
 func (p *Partition) used() bool {
 	if _, c, err := p.t.m.db.Get(checkpointKey(p.id)); err == nil {
 		c.Close()

@@ -281,8 +281,9 @@ func TestWindowRestore(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("restored %q, want %q", got, want)
 		}
-		if _, _, skipped := task.DroppedWrites(); skipped != 1 {
-			t.Fatalf("skipped %d, want 1", skipped)
+		// a@0 and b@0 are expired at the batch's final stream time, 121: neither is written.
+		if _, _, skipped := task.DroppedWrites(); skipped != 2 {
+			t.Fatalf("skipped %d, want 2", skipped)
 		}
 		if err := task.Partition("w").ApplyRestore([]Write{{Key: []byte("short")}}, Checkpoint{Offset: 5}); err == nil {
 			t.Fatal("a malformed changelog key was applied")
@@ -342,66 +343,88 @@ func TestWindowSpecValidation(t *testing.T) {
 	}
 }
 
-// TestWindowLayoutChange checks that a Pebble window store reopened with another segment
-// interval (its retention changed) or as another type wipes its local data and checkpoint,
-// so that it restores from its changelog instead of reading keys of another layout, and that
-// reopening with the same layout keeps everything.
+// TestWindowLayoutChange checks that a Pebble window store reopened with another retention
+// keeps its data in the segment interval it was written in, and that a store reopened as
+// another type is refused with an error instead of reading keys of another layout.
 func TestWindowLayoutChange(t *testing.T) {
 	m := openManager(t, t.TempDir())
 	defer m.Close()
-	open := func(o Options) (*Task, WindowStore) {
+	openWindow := func(o Options) (*Task, WindowStore, error) {
 		t.Helper()
 		task, err := m.OpenTask("l", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Kind == KeyValue {
-			if _, err := task.Open("w", o); err != nil {
-				t.Fatal(err)
-			}
-			return task, nil
-		}
 		w, err := task.OpenWindow("w", o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return task, w
+		return task, w, err
 	}
 	short := Options{Kind: Window, Window: WindowSpec{Size: 10, Retention: 200_000}}
 	long := Options{Kind: Window, Window: WindowSpec{Size: 10, Retention: 2_000_000}}
-	write := func(o Options) {
-		t.Helper()
-		task, w := open(o)
-		task.ObserveTime(150_000)
-		mustWPut(t, w, "a", 150_000, "1")
-		if err := task.Apply(map[string]int64{"w": 7}); err != nil {
-			t.Fatal(err)
-		}
-		_ = task.Close()
+	task, w, err := openWindow(short)
+	if err != nil {
+		t.Fatal(err)
 	}
-	state := func(o Options) (windowsLeft int, hasCkpt bool) {
-		t.Helper()
-		task, w := open(o)
-		defer task.Close()
-		_, hasCkpt, _ = task.Partition("w").Checkpoint()
-		if w == nil {
-			return -1, hasCkpt
-		}
-		return len(windows(t)(w.FetchAll(math.MinInt64, math.MaxInt64))), hasCkpt
+	task.ObserveTime(150_000)
+	mustWPut(t, w, "a", 150_000, "1")
+	if err := task.Apply(map[string]int64{"w": 7}); err != nil {
+		t.Fatal(err)
 	}
-	write(short)
-	if n, ck := state(short); n != 1 || !ck {
-		t.Fatalf("same layout: %d windows, checkpoint %v; want 1 and true", n, ck)
+	_ = task.Close()
+
+	task, w, err = openWindow(long)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, ck := state(long); n != 0 || ck {
-		t.Fatalf("longer retention: %d windows, checkpoint %v; want a wiped store", n, ck)
+	if got := windows(t)(w.Fetch([]byte("a"), 0, 200_000)); len(got) != 1 {
+		t.Fatalf("after the retention grew: %q, want the window written before", got)
 	}
-	write(long)
-	if _, ck := state(Options{Kind: KeyValue}); ck {
-		t.Fatal("a window store reopened as key-value kept its checkpoint")
+	if got := w.Spec().SegmentInterval; got != 100_000 {
+		t.Errorf("segment interval %d, want the recorded 100000 (retention 200000 / 2)", got)
 	}
-	if n, ck := state(long); n != 0 || ck {
-		t.Fatalf("back to a window store: %d windows, checkpoint %v; want a wiped store", n, ck)
+	if got := w.Spec().Retention; got != 2_000_000 {
+		t.Errorf("retention %d, want the new 2000000", got)
+	}
+	_ = task.Close()
+
+	task, err = m.OpenTask("l", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Open("w", Options{}); err == nil || !strings.Contains(err.Error(), "data of a window store") {
+		t.Fatalf("reopened as key-value: %v, want an error naming the old type", err)
+	}
+	if _, err := task.OpenSession("w", Options{Kind: Session, Window: WindowSpec{Gap: 10}}); err == nil {
+		t.Fatal("a window store reopened as a session store")
+	}
+	_ = task.Close()
+
+	// A key-value store with data cannot become a window store; an unused one can.
+	task, err = m.OpenTask("kv", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := task.Open("x", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, kv, "k", "v")
+	if _, err := task.Open("y", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = task.Close()
+	task, err = m.OpenTask("kv", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	if _, err := task.OpenWindow("x", short); err == nil {
+		t.Error("a key-value store with data reopened as a window store")
+	}
+	if _, err := task.OpenWindow("y", short); err != nil {
+		t.Errorf("an unused key-value store reopened as a window store: %v", err)
 	}
 }
 

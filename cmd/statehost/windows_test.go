@@ -119,7 +119,7 @@ processor "wc" {
 		t.Logf("%s killed %v after its assignment", app.name, after)
 	}
 	app := startApp(t, bin, cfg, "final run")
-	app.waitLog(t, 90*time.Second, "both tasks running", func() bool { return len(app.logs("task running")) == 2 })
+	app.waitLog(t, 90*time.Second, "both tasks running", func() bool { return len(app.logs("task running")) >= 2 })
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}

@@ -104,6 +104,21 @@ func (in *Instance) Punctuate(ctx context.Context) (int, error) {
 	return ran, nil
 }
 
+// PunctuationDue reports whether a punctuation is due: a stream-time one at the task's stream
+// time, or a wall-clock one at the engine's clock.
+func (in *Instance) PunctuationDue() bool {
+	for _, s := range in.schedules {
+		if s.kind == abi.ScheduleStreamTime {
+			if now := in.task.Clock.StreamTime(); now != abi.NoTime && (s.next == abi.NoTime || now >= s.next) {
+				return true
+			}
+		} else if in.now().UnixMilli() >= s.next {
+			return true
+		}
+	}
+	return false
+}
+
 // NextWallPunctuation returns when the next wall-clock punctuation is due, and false when the
 // instance has none.
 func (in *Instance) NextWallPunctuation() (time.Time, bool) {

@@ -215,6 +215,23 @@ func TestPunctuation(t *testing.T) {
 	now = now.Add(1000 * time.Hour)
 	punct("out:punct0=" + strconv.FormatInt(now.UnixMilli(), 10) + " " + noRecord)
 
+	if in.PunctuationDue() {
+		t.Error("a punctuation is due right after the punctuations ran")
+	}
+	// A new instance over the same stores (a restart whose stream time was restored): its
+	// stream-time punctuation is due before any batch.
+	in2 := instantiate(t, e, "probe", task)
+	if !in2.PunctuationDue() {
+		t.Fatal("no punctuation due for a new instance with a known stream time")
+	}
+	r.emitted.recs = nil
+	if n, err := in2.Punctuate(ctx); err != nil || n != 1 {
+		t.Fatalf("Punctuate of the new instance = %d, %v; want its stream-time punctuation", n, err)
+	}
+	if got := r.emitted.strings(); !slices.Equal(got, []string{"out:punct1=9500 " + noRecord}) {
+		t.Fatalf("new instance punctuated %q", got)
+	}
+
 	cmd(20000, "punctfail")
 	_, err := in.Punctuate(ctx)
 	ge := guestError(t, err, ErrGuestFailed)

@@ -232,9 +232,9 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 	return first
 }
 
-// punctuateAll runs the due punctuations of the running tasks (wall-clock ones, as stream
-// time only moves in batches, after which process ran them), and reports the writes their
-// window stores dropped.
+// punctuateAll runs the due punctuations of the running tasks: wall-clock ones, and
+// stream-time ones due without a batch (a new instance whose stream time was restored); and
+// it reports the writes their window stores dropped.
 func (r *Runtime) punctuateAll(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -244,7 +244,7 @@ func (r *Runtime) punctuateAll(ctx context.Context) error {
 			continue
 		}
 		t.reportDropped()
-		if at, ok := t.inst.NextWallPunctuation(); ok && !time.Now().Before(at) {
+		if t.inst.PunctuationDue() {
 			due = append(due, t)
 		}
 	}

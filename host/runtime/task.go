@@ -62,7 +62,8 @@ type task struct {
 	last  map[string]*kgo.Record
 	batch []engine.Record
 
-	dropped [3]int64 // late, expired and restore-skipped window writes reported so far
+	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
+	droppedAt time.Time // when they were last reported
 }
 
 // openStores opens the task's stores, not restored yet.
@@ -160,23 +161,38 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 // punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
 // records arrive).
 func (t *task) punctuate(ctx context.Context) error {
-	n, err := t.inst.Punctuate(ctx)
-	if n > 0 || err != nil {
-		t.touched = true // it may have written or emitted
+	_, err := t.inst.Punctuate(ctx)
+	if err != nil || t.cl.HasWork() {
+		t.touched = true // exactly-once: it wrote or emitted in the open transaction
 	}
 	return err
 }
 
-// reportDropped logs the writes the task's window and session stores dropped since the last
-// report.
+// reportDropped logs, at most every droppedLogInterval, the writes the task's window and
+// session stores dropped since the last report: late and expired writes as a warning, the
+// expired changelog records a restore skipped (the effect of the changelog's additional
+// retention) at info level.
 func (t *task) reportDropped() {
+	if time.Since(t.droppedAt) < droppedLogInterval {
+		return
+	}
 	late, expired, skipped := t.cl.StoreTask().DroppedWrites()
-	if d := t.dropped; late != d[0] || expired != d[1] || skipped != d[2] {
+	d := t.dropped
+	switch {
+	case late != d[0] || expired != d[1]:
 		t.rt.log.Warn("dropped writes to closed or expired windows", "processor", t.id.proc, "partition", t.id.part,
 			"late", late-d[0], "expired", expired-d[1], "restore_skipped", skipped-d[2])
-		t.dropped = [3]int64{late, expired, skipped}
+	case skipped != d[2]:
+		t.rt.log.Info("restore skipped expired window records", "processor", t.id.proc, "partition", t.id.part,
+			"records", skipped-d[2])
+	default:
+		return
 	}
+	t.dropped, t.droppedAt = [3]int64{late, expired, skipped}, time.Now()
 }
+
+// droppedLogInterval is the least time between two reports of a task's dropped writes.
+const droppedLogInterval = 10 * time.Second
 
 // dirty reports whether the task has something to commit: records processed since its last
 // commit (or since the last successful offset commit), or work without records (a

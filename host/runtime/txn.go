@@ -205,11 +205,12 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	if len(touched) == 0 {
 		return nil
 	}
-	if why == "interval" || why == "restore" {
-		// Only plugins' init writes, no input consumed: a commit without offsets holds the
-		// session for 500ms (franz-go waits for the markers when the offset commit does not
-		// show KIP-447). They ride in the next commit with offsets, unless the transaction
-		// nears its timeout.
+	if why == "interval" {
+		// Only work without input (plugins' init writes, punctuations of idle tasks): a
+		// commit without offsets holds the session for 500ms (franz-go waits for the markers
+		// when the offset commit does not show KIP-447). It rides in the next commit with
+		// offsets, unless the transaction nears its timeout. Not before a restore, which may
+		// outlast the transaction.
 		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
 		if !consumed && time.Since(r.txn.begun) < transactionTimeout(r.cfg.CommitInterval)/2 {
 			return nil

@@ -15,8 +15,9 @@
 // stream time), to the first output topic: key = the user id, value =
 // "<start_ms>,<end_ms>,<count>" in decimal ASCII (start and end are the times of the
 // session's first and last event), then removes it. Each session is therefore emitted
-// exactly once. The records of one punctuation come by session end, then user, with the
-// punctuation's time as timestamp.
+// exactly once (across crashes under processing_guarantee = "exactly_once"; under
+// at-least-once a crash may emit a session again). The records of one punctuation come by
+// session end, then user, with the punctuation's time as timestamp.
 //
 // The store, for example:
 //

@@ -15,7 +15,9 @@
 // (start + window_size + grace <= stream time) to the first output topic, key = the word,
 // value = "<start_ms>,<end_ms>,<count>" in decimal ASCII (end = start + window_size,
 // exclusive), then deletes the window. Since a closed window takes no more counts and an
-// emitted one is deleted, each window is emitted exactly once. The records of one
+// emitted one is deleted, each window is emitted exactly once (across crashes under
+// processing_guarantee = "exactly_once", where the emit and the delete commit together;
+// under at-least-once a crash may emit a window again). The records of one
 // punctuation come by window start, then word, with the punctuation's time as timestamp.
 //
 // The store, for example:
