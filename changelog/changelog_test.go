@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -374,4 +376,57 @@ func TestProducerNeedsManualPartitioner(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	_ = kadm.StringPtr
+}
+
+// TestWindowTopicConfigs checks the changelog topics of window and session stores:
+// cleanup.policy=compact,delete, retention.ms = retention + additional retention,
+// CreateTime timestamps, the store's topic_config on top; and a warning when an existing
+// topic's retention.ms no longer fits its store.
+func TestWindowTopicConfigs(t *testing.T) {
+	e := newEnv(t, 2)
+	var logs strings.Builder
+	tm, err := NewTopicManager(e.adm, TopicSettings{AppID: app, Logger: hclog.New(&hclog.LoggerOptions{Output: &logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := func(retention int64) []TopicSpec {
+		return TopicSpecs([]StoreSpec{
+			{Name: "win", Kind: store.Window, Window: store.WindowSpec{Size: 60_000, Grace: 5_000, Retention: retention}, AdditionalRetention: time.Hour,
+				TopicConfigs: map[string]string{"segment.ms": "600000"}},
+			{Name: "sess", Kind: store.Session, Window: store.WindowSpec{Gap: 30_000}, TopicConfigs: map[string]string{"retention.ms": "-1"}},
+		})
+	}
+	if err := tm.Ensure(ctx, 2, specs(120_000)); err != nil {
+		t.Fatal(err)
+	}
+	rcs, err := e.adm.DescribeTopicConfigs(ctx, TopicName(app, "win"), TopicName(app, "sess"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		TopicName(app, "win"): {"cleanup.policy": "compact,delete", "retention.ms": "3720000", "segment.ms": "600000",
+			"message.timestamp.type": "CreateTime"},
+		TopicName(app, "sess"): {"cleanup.policy": "compact,delete", "retention.ms": "-1"}, // the user's config wins
+	}
+	for _, rc := range rcs {
+		got := map[string]string{}
+		for _, c := range rc.Configs {
+			got[c.Key] = c.MaybeValue()
+		}
+		for k, v := range want[rc.Name] {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", rc.Name, k, got[k], v)
+			}
+		}
+	}
+	if strings.Contains(logs.String(), "another config") {
+		t.Fatalf("warned about topics it just created:\n%s", logs.String())
+	}
+	// The window store's retention grew: the existing topic is left alone, with a warning.
+	if err := tm.Ensure(ctx, 2, specs(600_000)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "changelog topic exists with another config") || !strings.Contains(logs.String(), "wants=4200000") {
+		t.Errorf("no warning about the stale retention.ms:\n%s", logs.String())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/go-hclog"
@@ -133,7 +134,45 @@ func (m *TopicManager) Ensure(ctx context.Context, partitions int32, specs []Top
 			return fmt.Errorf("changelog: topics %v exist and do not exist", missing)
 		}
 	}
+	m.warnStale(ctx, names, missing, byTopic)
 	return nil
+}
+
+// warnStale warns about existing changelog topics of window and session stores whose
+// cleanup.policy, retention.ms or message.timestamp.type differ from what the store would
+// create them with (its retention changed since, say): Ensure leaves existing configs alone,
+// and a retention.ms shorter than the store's lets the broker delete windows a restore
+// needs. A failure to describe the configs is only logged.
+func (m *TopicManager) warnStale(ctx context.Context, names, created []string, byTopic map[string]TopicSpec) {
+	var check []string
+	for _, name := range names {
+		if byTopic[name].Defaults != nil && !slices.Contains(created, name) {
+			check = append(check, name)
+		}
+	}
+	if len(check) == 0 {
+		return
+	}
+	rcs, err := m.adm.DescribeTopicConfigs(ctx, check...)
+	if err != nil {
+		m.log.Warn("could not read the configs of changelog topics", "topics", check, "error", err)
+		return
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			m.log.Warn("could not read the configs of a changelog topic", "topic", rc.Name, "error", rc.Err)
+			continue
+		}
+		want := m.Configs(byTopic[rc.Name])
+		for _, c := range rc.Configs {
+			key := c.Key
+			if _, ok := byTopic[rc.Name].Defaults[key]; !ok || c.Value == nil || *c.Value == want[key] {
+				continue
+			}
+			m.log.Warn("changelog topic exists with another config than its store wants; alter it with your Kafka tools",
+				"topic", rc.Name, "config", key, "has", *c.Value, "wants", want[key])
+		}
+	}
 }
 
 // check returns the topics among names that do not exist, and an error for those with a wrong partition count.
