@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/statehost/statehost/store"
 )
 
 // Benchmarks report ratios measured in the same run:
@@ -17,6 +19,7 @@ import (
 // (the store package's memory backend)
 // called from Go in the same run.
 // BenchmarkWordCount: records/s per instance for count (Go and C) and tokenize.
+// BenchmarkWindowCount: records/s of windowcount over a window store, and its ratio to count.
 // BenchmarkTimeLimit: the cost of Config.BatchTimeout (termination checks + a deadline per
 // call) against no limit, on a compute loop and on count.
 
@@ -176,4 +179,64 @@ func BenchmarkTimeLimit(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkWindowCount: records/s of plugins/windowcount over a Pebble window store
+// (hopping windows of 10s every 5s: two windows per record, 1ms of stream time per record, a
+// stream-time punctuation after each batch emitting and deleting the closed windows), and
+// x-count, its rate against plugins/count over a key-value store on the same records in the
+// same run.
+func BenchmarkWindowCount(b *testing.B) {
+	const batchSize = 500
+	batches := wordBatches(20, batchSize, 1000)
+	rate := func(b *testing.B, guest string, n int) float64 {
+		e, _ := testEngine(b, Config{})
+		r := newRig(b)
+		task := r.task(guest, "out")
+		task.Emitter = &discard{}
+		if guest == "count" {
+			kv, err := r.st.Open("counts", store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			task.Stores = map[string]Store{"counts": kv}
+		} else {
+			w, err := r.st.OpenWindow("windows", store.Options{Kind: store.Window, Window: store.WindowSpec{Size: 10_000, Advance: 5_000}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			task.Windows, task.Clock = map[string]store.WindowStore{"windows": w}, r.st
+		}
+		in := instantiate(b, e, guest, task)
+		ctx := context.Background()
+		start := time.Now()
+		ts := int64(1_700_000_000_000)
+		for i, done := 0, 0; done < n; i++ {
+			batch := batches[i%len(batches)]
+			for j := range batch {
+				batch[j].Timestamp = time.UnixMilli(ts)
+				ts++
+			}
+			if err := in.ProcessBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := in.Punctuate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			done += len(batch)
+			if i%10 == 9 {
+				if err := r.st.Apply(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		return float64(n) / time.Since(start).Seconds()
+	}
+	b.ResetTimer()
+	windows := rate(b, "windowcount", b.N)
+	b.StopTimer()
+	count := rate(b, "count", b.N)
+	b.ReportMetric(windows, "records/s")
+	b.ReportMetric(windows/count, "x-count")
+	b.ReportMetric(0, "ns/op")
 }
