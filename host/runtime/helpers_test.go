@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 8)
 	pkgs := map[string]string{
 		"tokenize":    "../../plugins/tokenize",
 		"count":       "../../plugins/count",
@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 		"probe":       "../engine/testdata/goprobe", // each record's value is a command: "panic", ...
 		"windowcount": "../../plugins/windowcount",
 		"sessionize":  "../../plugins/sessionize",
+		"countv2":     "testdata/countv2", // count that also keeps "seen:<word>" and marks its output version=2
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

@@ -68,6 +68,12 @@ func (r *Runtime) Run(ctx context.Context) error {
 				why = "rebalance" // commits even init writes alone: the rebalance waits for them
 			}
 			err = r.commitAll(work, why)
+			if err == nil {
+				// A commit boundary: tasks whose processor has a new module switch now.
+				r.mu.Lock()
+				r.switchModules(work)
+				r.mu.Unlock()
+			}
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
 		r.allowRebalance()

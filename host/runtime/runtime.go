@@ -111,9 +111,13 @@ func (e *DiagnosticsError) Error() string {
 // processor is a configured processor with its compiled module and its topology.
 type processor struct {
 	cfg        *config.Processor
-	mod        *engine.Module
+	mod        *engine.Module // the module its tasks run, or switch to at their next commit
 	partitions int32
 	stores     []changelog.StoreSpec
+
+	version   ModuleVersion  // mod's
+	previous  *ModuleVersion // the module before the last deploy, nil before any
+	switchErr error          // why the last deploy went back to the previous module
 }
 
 // Runtime runs one instance of an application. New prepares it, Run runs it until its
@@ -160,6 +164,9 @@ type Runtime struct {
 	purging  sync.Mutex   // one purge of repartition topics at a time
 	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
 	status   *statusBoard
+
+	deployMu     sync.Mutex // one Deploy at a time
+	switchPauses pauses
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
@@ -261,7 +268,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 			})
 			continue
 		}
-		p := &processor{cfg: pc, mod: res.mod}
+		p := &processor{cfg: pc, mod: res.mod, version: ModuleVersion{Hash: res.mod.Hash(), Source: pc.Module, LoadedAt: time.Now()}}
 		for _, sc := range pc.Stores {
 			backend, err := store.ParseBackend(sc.Backend)
 			if err != nil {

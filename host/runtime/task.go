@@ -55,6 +55,7 @@ type task struct {
 
 	cl   *changelog.Task // nil until opened
 	inst *engine.Instance
+	mod  *engine.Module // the module inst runs
 	rt   *Runtime
 
 	// last is the last record processed per input topic since the last commit; nil entries
@@ -82,8 +83,23 @@ func (t *task) openStores() error {
 	return nil
 }
 
-// startPlugin instantiates the task's plugin over its restored stores.
+// startPlugin instantiates the task's plugin, its processor's current module, over its
+// restored stores.
 func (t *task) startPlugin(ctx context.Context) error {
+	mod := t.proc.mod
+	t.touched = true // its init may write; known below
+	inst, err := mod.Instantiate(ctx, t.engineTask())
+	if err != nil {
+		t.failed = true // its init may have written: nothing of it may be committed
+		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
+	}
+	t.inst, t.mod = inst, mod
+	t.touched = t.cl.HasWork()
+	return nil
+}
+
+// engineTask describes the task to the engine: its stores, outputs and stream time.
+func (t *task) engineTask() engine.Task {
 	et := engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
@@ -105,15 +121,7 @@ func (t *task) startPlugin(ctx context.Context) error {
 			et.Stores[s.Name] = t.cl.Store(s.Name)
 		}
 	}
-	t.touched = true // its init may write; known below
-	inst, err := t.proc.mod.Instantiate(ctx, et)
-	if err != nil {
-		t.failed = true // its init may have written: nothing of it may be committed
-		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
-	}
-	t.inst = inst
-	t.touched = t.cl.HasWork()
-	return nil
+	return et
 }
 
 // process hands records (all of one input partition of the task, in offset order, possibly

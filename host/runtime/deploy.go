@@ -1,0 +1,299 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/store"
+)
+
+// ModuleVersion describes a module a processor runs.
+type ModuleVersion struct {
+	Hash     string    `json:"hash"`      // SHA-256 of the module, hex
+	Source   string    `json:"source"`    // where it came from: its file, or "deploy"
+	LoadedAt time.Time `json:"loaded_at"` // when it was validated and became the processor's module
+}
+
+// ProcessorStatus is one processor in GET /v1/processors.
+type ProcessorStatus struct {
+	Name     string         `json:"name"`
+	Current  ModuleVersion  `json:"current"`
+	Previous *ModuleVersion `json:"previous,omitempty"`
+	Tasks    int            `json:"tasks"`    // running tasks
+	Switched int            `json:"switched"` // running tasks on the current module
+}
+
+// DeployResult is what Deploy did.
+type DeployResult struct {
+	Processor string        `json:"processor"`
+	Version   ModuleVersion `json:"version"`
+	Previous  ModuleVersion `json:"previous"`
+	Unchanged bool          `json:"unchanged"` // the module is the one running: nothing changed
+	Tasks     int           `json:"tasks"`     // running tasks switched to it
+}
+
+// Errors of Deploy.
+var (
+	// ErrUnknownProcessor: no processor of that name.
+	ErrUnknownProcessor = errors.New("runtime: unknown processor")
+	// ErrInvalidModule: the module failed its checks or its trial; the processor runs on as it was.
+	ErrInvalidModule = errors.New("runtime: invalid module")
+	// ErrSwitchFailed: a task could not start the new module; every task went back to the previous one.
+	ErrSwitchFailed = errors.New("runtime: switch failed")
+)
+
+// switchWait bounds how long Deploy waits for the running tasks to switch.
+const switchWait = 2 * time.Minute
+
+// Deploy makes wasm (from source: a file, or "deploy") the module of the processor name, while the application runs.
+//
+// The module is compiled and validated off the processing path: the ABI checks of
+// engine.Compile, then a trial instantiation with its init over empty in-memory stores of the
+// processor's stores. If anything fails the processor runs on as it was, and Deploy returns an
+// error matching ErrInvalidModule.
+//
+// Then each running task switches at its next commit boundary: the batch in flight finishes on
+// the old instance, the task commits, and an instance of the new module takes over the same
+// open stores: no store is reopened or restored, and no rebalance happens. Tasks that start
+// later start the new module. Deploy returns once every running task switched (or ctx ends).
+// If a task cannot start the new module, every task goes back to the previous one and Deploy
+// returns an error matching ErrSwitchFailed.
+func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) (DeployResult, error) {
+	var p *processor
+	for _, q := range r.procs {
+		if q.cfg.Name == name {
+			p = q
+		}
+	}
+	if p == nil {
+		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
+	}
+	r.deployMu.Lock() // one deploy at a time
+	defer r.deployMu.Unlock()
+	r.mu.Lock()
+	res := DeployResult{Processor: name, Previous: p.version}
+	r.mu.Unlock()
+	mod, err := r.eng.Compile(ctx, source, wasm)
+	if err != nil {
+		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
+	}
+	if mod.Hash() == res.Previous.Hash {
+		_ = mod.Close(ctx)
+		res.Version, res.Unchanged = res.Previous, true
+		return res, nil
+	}
+	if err := r.trial(ctx, p, mod); err != nil {
+		_ = mod.Close(ctx)
+		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
+	}
+	res.Version = ModuleVersion{Hash: mod.Hash(), Source: source, LoadedAt: time.Now()}
+
+	r.mu.Lock()
+	old := p.mod
+	prev := p.version
+	p.mod, p.version, p.previous, p.switchErr = mod, res.Version, &prev, nil
+	r.mu.Unlock()
+	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
+
+	// Wait for the loop to switch every running task, or to go back.
+	wctx, cancel := context.WithTimeout(ctx, switchWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		n, left, serr := r.switchProgress(p, mod)
+		r.mu.Unlock()
+		switch {
+		case serr != nil:
+			return res, fmt.Errorf("%w: processor %s: %w; it runs %s again", ErrSwitchFailed, name, serr, short(prev.Hash))
+		case left == 0:
+			res.Tasks = n
+			r.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
+			r.closeUnused(old)
+			return res, nil
+		}
+		select {
+		case <-wctx.Done():
+			return res, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.Cause(wctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// switchProgress returns how many running tasks of p run mod and how many do not; and the
+// error that made p go back to its previous module. The caller holds r.mu.
+func (r *Runtime) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
+	if p.mod != mod {
+		return 0, 0, p.switchErr
+	}
+	for _, t := range r.tasks {
+		if t.proc == p && t.state == stateRunning && t.inst != nil {
+			if t.mod == mod {
+				done++
+			} else {
+				left++
+			}
+		}
+	}
+	return done, left, nil
+}
+
+// trial instantiates mod for p over empty in-memory stores of p's stores, in a scratch
+// state directory, running its init, and closes it again.
+func (r *Runtime) trial(ctx context.Context, p *processor, mod *engine.Module) error {
+	dir, err := os.MkdirTemp("", "statehost-trial-")
+	if err != nil {
+		return fmt.Errorf("trial: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	m, err := store.Open(store.Settings{Dir: dir, MemoryBytes: store.MinMemoryBytes})
+	if err != nil {
+		return fmt.Errorf("trial: %w", err)
+	}
+	defer m.Close()
+	st, err := m.OpenTask(p.cfg.Name, 0)
+	if err != nil {
+		return fmt.Errorf("trial: %w", err)
+	}
+	defer st.Close()
+	et := engine.Task{
+		Processor: p.cfg.Name,
+		Stores:    map[string]store.Store{},
+		Windows:   map[string]store.WindowStore{},
+		Sessions:  map[string]store.SessionStore{},
+		Clock:     st,
+		Outputs:   p.cfg.Outputs,
+		Emitter:   discardEmitter{},
+		Logger:    r.opts.Logger,
+	}
+	for _, s := range p.stores {
+		o := store.Options{Backend: store.Memory, Kind: s.Kind, Window: s.Window}
+		switch s.Kind {
+		case store.Window:
+			et.Windows[s.Name], err = st.OpenWindow(s.Name, o)
+		case store.Session:
+			et.Sessions[s.Name], err = st.OpenSession(s.Name, o)
+		default:
+			et.Stores[s.Name], err = st.Open(s.Name, o)
+		}
+		if err != nil {
+			return fmt.Errorf("trial: %w", err)
+		}
+	}
+	in, err := mod.Instantiate(ctx, et)
+	if err != nil {
+		return fmt.Errorf("trial instantiation: %w", err)
+	}
+	return in.Close(ctx)
+}
+
+// discardEmitter drops what a trial instance emits.
+type discardEmitter struct{}
+
+func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return nil }
+
+// switchModules switches the running tasks whose processor has another module than theirs,
+// at a commit boundary: nothing is in flight. A task that cannot start its processor's module
+// keeps its instance; its processor goes back to the previous module (the tasks already
+// switched follow at the next boundary), and the deploy reports the error. The caller holds
+// r.mu.
+func (r *Runtime) switchModules(ctx context.Context) {
+	for _, t := range r.tasks {
+		p := t.proc
+		if t.state != stateRunning || t.inst == nil || t.failed || t.mod == p.mod {
+			continue
+		}
+		if r.txn != nil && t.touched {
+			continue // exactly-once: its work is not committed yet
+		}
+		if t.cl.HasWork() {
+			continue // at-least-once: not committed yet
+		}
+		start := time.Now()
+		mod := p.mod
+		inst, err := mod.Instantiate(context.WithoutCancel(ctx), t.engineTask())
+		if err != nil {
+			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
+			if p.previous != nil && p.mod == mod {
+				p.mod, p.switchErr = t.mod, fmt.Errorf("task %s: %w", t.id, err)
+				p.version, p.previous = *p.previous, nil
+			}
+			t.touched = t.touched || t.cl.HasWork()
+			continue
+		}
+		old := t.inst
+		t.inst, t.mod = inst, mod
+		t.touched = t.touched || t.cl.HasWork() // its init may have written
+		if err := old.Close(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
+		}
+		r.switchPauses.observe(time.Since(start))
+		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(mod.Hash()), "took", time.Since(start))
+	}
+}
+
+// closeUnused closes mod when no processor and no task uses it any more.
+func (r *Runtime) closeUnused(mod *engine.Module) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.procs {
+		if p.mod == mod {
+			return
+		}
+	}
+	for _, t := range r.tasks {
+		if t.mod == mod {
+			return
+		}
+	}
+	_ = mod.Close(context.Background())
+}
+
+// Processors returns each processor's module versions and how many of its running tasks run
+// the current one.
+func (r *Runtime) Processors() []ProcessorStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ProcessorStatus, 0, len(r.procs))
+	for _, p := range r.procs {
+		ps := ProcessorStatus{Name: p.cfg.Name, Current: p.version}
+		if p.previous != nil {
+			prev := *p.previous
+			ps.Previous = &prev
+		}
+		ps.Switched, ps.Tasks, _ = r.switchProgress(p, p.mod)
+		ps.Tasks += ps.Switched
+		out = append(out, ps)
+	}
+	return out
+}
+
+// short is the first 12 hex digits of a hash, as logs show it.
+func short(hash string) string { return hash[:min(12, len(hash))] }
+
+// pauses records how long tasks stopped processing to switch modules.
+type pauses struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (p *pauses) observe(d time.Duration) {
+	p.mu.Lock()
+	p.d = append(p.d, d)
+	p.mu.Unlock()
+}
+
+// SwitchPauses returns how long each task switch took so far (the time the task did not
+// process: the new instance's start and the old one's close).
+func (r *Runtime) SwitchPauses() []time.Duration {
+	r.switchPauses.mu.Lock()
+	defer r.switchPauses.mu.Unlock()
+	return slices.Clone(r.switchPauses.d)
+}
