@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54
 	github.com/cockroachdb/pebble/v2 v2.1.7
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/tetratelabs/wazero v1.12.0

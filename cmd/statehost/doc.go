@@ -10,6 +10,11 @@
 //	    Run the processors described by a configuration file until SIGINT or SIGTERM.
 //	statehost validate [--config FILE]
 //	    Check a configuration file and its plugins without running anything.
+//	statehost deploy [--config FILE] --processor NAME FILE.wasm
+//	    Deploy FILE.wasm as the module of the processor NAME of the running application,
+//	    through the admin API of the configuration (admin.listen), and print the version it
+//	    runs now; each running task switches at its next commit. On failure the processor
+//	    runs on as it was, and deploy prints the application's error and exits 1.
 //	statehost broker --data-dir DIR [--listen ADDR] [--sync-writes]
 //	    Run the embedded Kafka-protocol broker (default address 127.0.0.1:9092), its state
 //	    kept in DIR, until SIGINT or SIGTERM. It logs "broker listening" once it accepts

@@ -51,6 +51,8 @@ var commands = []command{
 		summary: "Run the processors described by a configuration file until SIGINT or SIGTERM."},
 	{name: "validate", synopsis: "[--config FILE]", run: validateCmd, ownFlags: true,
 		summary: "Check a configuration file and its plugins without running anything."},
+	{name: "deploy", synopsis: deploySynopsis, run: deployCmd, ownFlags: true,
+		summary: "Deploy a new module to a processor of the running application, through its admin API."},
 	{name: "broker", synopsis: brokerSynopsis, run: brokerCmd, ownFlags: true,
 		summary: "Run the embedded Kafka-protocol broker until SIGINT or SIGTERM."},
 	{name: "produce", synopsis: produceSynopsis, run: produceCmd, ownFlags: true,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -120,16 +121,103 @@ func (r *Runtime) Status() Status {
 	return Status{ApplicationID: r.cfg.ApplicationID, Tasks: r.status.snapshot()}
 }
 
-// Handler returns the admin HTTP API: GET /v1/status.
+// maxModuleBytes bounds the body of POST /v1/processors/{name}/module.
+const maxModuleBytes = 256 << 20
+
+// Handler returns the admin HTTP API:
+//
+//	GET  /v1/status                    the tasks and their restores (Status)
+//	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
+//	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
+//
+// A deploy answers 200 with the DeployResult (unchanged when the processor already runs the
+// module), 400 for an empty body, 404 for an unknown processor, 409 when a task could not
+// start the module (every task went back to the previous one), 413 for a body over 256 MiB,
+// 422 for a module that failed its checks or its trial (nothing changed), and 504 when the
+// tasks had not all switched within the wait (the module stays deployed: they switch at their
+// next commit). Errors are {"error": "..."}; every response is JSON.
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(r.Status())
+		writeJSON(w, http.StatusOK, r.Status())
 	})
+	mux.HandleFunc("GET /v1/processors", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, r.Processors())
+	})
+	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
 	return mux
+}
+
+// postModule is POST /v1/processors/{name}/module: it deploys the body as the module of the
+// processor name and waits for its running tasks to switch.
+func (r *Runtime) postModule(w http.ResponseWriter, req *http.Request) {
+	name := req.PathValue("name")
+	wasm, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxModuleBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the module is larger than %d bytes", tooBig.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the module: %w", err))
+		return
+	}
+	if len(wasm) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New("empty body: send the .wasm module as the request body"))
+		return
+	}
+	res, err := r.Deploy(req.Context(), name, "deploy", wasm)
+	r.logDeploy(name, res, err, "remote", req.RemoteAddr)
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrUnknownProcessor):
+			code = http.StatusNotFound
+		case errors.Is(err, ErrInvalidModule):
+			code = http.StatusUnprocessableEntity
+		case errors.Is(err, ErrSwitchFailed):
+			code = http.StatusConflict
+		case errors.Is(err, context.DeadlineExceeded):
+			code = http.StatusGatewayTimeout
+			err = fmt.Errorf("%w (module %s is deployed: the remaining tasks switch at their next commit)", err, short(res.Version.Hash))
+		}
+		writeError(w, code, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// logDeploy logs the outcome of a deploy of the processor name's module, with keyvals saying
+// where the module came from.
+func (r *Runtime) logDeploy(name string, res DeployResult, err error, keyvals ...any) {
+	kv := func(more ...any) []any { return append(append([]any{"processor", name}, keyvals...), more...) }
+	switch {
+	case err == nil && res.Unchanged:
+		r.log.Info("module unchanged", kv("hash", short(res.Version.Hash))...)
+	case err == nil:
+		r.log.Info("module deployed", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "tasks", res.Tasks)...)
+	case res.Version.Hash != "" && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		// Validated and deployed; the wait ended before every task switched.
+		r.log.Warn("module deployed, tasks not all switched yet", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "error", err)...)
+	default:
+		r.log.Error("module refused", kv("error", err)...)
+	}
+}
+
+// writeJSON writes v as the indented JSON body of a response with the status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// writeError writes err as the body {"error": "..."} of a response with the status code.
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+	}{err.Error()})
 }
 
 // serveAdmin starts the admin listener when the configuration has one. The returned function

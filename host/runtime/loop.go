@@ -26,6 +26,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopAdmin()
+	stopWatch := r.watchModules(ctx)
+	defer stopWatch()
 	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}

@@ -57,6 +57,11 @@ type Options struct {
 	// stopped heartbeating (a killed process) before it moves its tasks. Default:
 	// Config.SessionTimeout, or 10s when that is zero.
 	SessionTimeout time.Duration
+
+	// NoWatch turns off the watch of the module files. Default false: while Run runs, a module
+	// file that changes on disk is deployed to the processors that run it (Deploy), 500ms after
+	// its last change.
+	NoWatch bool
 }
 
 func (o *Options) defaults() error {
