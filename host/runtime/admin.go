@@ -175,8 +175,10 @@ func (r *Runtime) postModule(w http.ResponseWriter, req *http.Request) {
 			code = http.StatusNotFound
 		case errors.Is(err, ErrInvalidModule):
 			code = http.StatusUnprocessableEntity
-		case errors.Is(err, ErrSwitchFailed):
+		case errors.Is(err, ErrSwitchFailed), errors.Is(err, ErrSwitchPending):
 			code = http.StatusConflict
+		case errors.Is(err, ErrNotRunning):
+			code = http.StatusServiceUnavailable
 		case errors.Is(err, context.DeadlineExceeded):
 			code = http.StatusGatewayTimeout
 			err = fmt.Errorf("%w (module %s is deployed: the remaining tasks switch at their next commit)", err, short(res.Version.Hash))

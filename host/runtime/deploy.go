@@ -44,8 +44,12 @@ var (
 	ErrUnknownProcessor = errors.New("runtime: unknown processor")
 	// ErrInvalidModule: the module failed its checks or its trial; the processor runs on as it was.
 	ErrInvalidModule = errors.New("runtime: invalid module")
-	// ErrSwitchFailed: a task could not start the new module; every task went back to the previous one.
+	// ErrSwitchFailed: a task could not start the new module; every task goes back to the previous one.
 	ErrSwitchFailed = errors.New("runtime: switch failed")
+	// ErrSwitchPending: the previous deploy of the processor has not switched every task yet.
+	ErrSwitchPending = errors.New("runtime: a switch is still pending")
+	// ErrNotRunning: the application is not running (before Run, or stopping).
+	ErrNotRunning = errors.New("runtime: not running")
 )
 
 // switchWait bounds how long Deploy waits for the running tasks to switch.
@@ -78,7 +82,15 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	defer r.deployMu.Unlock()
 	r.mu.Lock()
 	res := DeployResult{Processor: name, Previous: p.version}
+	running := r.running
+	_, unswitched, _ := r.switchProgress(p, p.mod)
 	r.mu.Unlock()
+	switch {
+	case !running:
+		return res, fmt.Errorf("%w: processor %s: the application is not running", ErrNotRunning, name)
+	case unswitched > 0:
+		return res, fmt.Errorf("%w: processor %s: %d tasks have not switched to %s yet", ErrSwitchPending, name, unswitched, short(res.Previous.Hash))
+	}
 	mod, err := r.eng.Compile(ctx, source, wasm)
 	if err != nil {
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
@@ -97,7 +109,8 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	r.mu.Lock()
 	old := p.mod
 	prev := p.version
-	p.mod, p.version, p.previous, p.switchErr = mod, res.Version, &prev, nil
+	p.mod, p.version, p.previous, p.prevMod, p.switchErr = mod, res.Version, &prev, old, nil
+	r.retired = append(r.retired, old)
 	r.mu.Unlock()
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
 
@@ -109,14 +122,22 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	for {
 		r.mu.Lock()
 		n, left, serr := r.switchProgress(p, mod)
+		running := r.running
 		r.mu.Unlock()
 		switch {
 		case serr != nil:
-			return res, fmt.Errorf("%w: processor %s: %w; it runs %s again", ErrSwitchFailed, name, serr, short(prev.Hash))
+			return res, fmt.Errorf("%w: processor %s: %w; its tasks go back to %s", ErrSwitchFailed, name, serr, short(prev.Hash))
+		case !running:
+			return res, fmt.Errorf("%w: processor %s: the application stopped during the switch", ErrNotRunning, name)
 		case left == 0:
+			r.mu.Lock()
+			if p.mod == mod {
+				p.prevMod = nil // every task runs mod: the previous module can close
+				r.closeRetired()
+			}
+			r.mu.Unlock()
 			res.Tasks = n
 			r.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
-			r.closeUnused(old)
 			return res, nil
 		}
 		select {
@@ -205,6 +226,15 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // switched follow at the next boundary), and the deploy reports the error. The caller holds
 // r.mu.
 func (r *Runtime) switchModules(ctx context.Context) {
+	start := time.Now()
+	var switched int
+	defer func() {
+		// Every task of the round waited for the whole round: the loop runs one at a time.
+		for range switched {
+			r.switchPauses.observe(time.Since(start))
+		}
+		r.closeRetired()
+	}()
 	for _, t := range r.tasks {
 		p := t.proc
 		if t.state != stateRunning || t.inst == nil || t.failed || t.mod == p.mod {
@@ -213,17 +243,18 @@ func (r *Runtime) switchModules(ctx context.Context) {
 		if r.txn != nil && t.touched {
 			continue // exactly-once: its work is not committed yet
 		}
-		if t.cl.HasWork() {
+		if t.dirty() {
 			continue // at-least-once: not committed yet
 		}
-		start := time.Now()
+		tstart := time.Now()
 		mod := p.mod
 		inst, err := mod.Instantiate(context.WithoutCancel(ctx), t.engineTask())
 		if err != nil {
 			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
-			if p.previous != nil && p.mod == mod {
-				p.mod, p.switchErr = t.mod, fmt.Errorf("task %s: %w", t.id, err)
-				p.version, p.previous = *p.previous, nil
+			if p.previous != nil && p.prevMod != nil && p.mod == mod {
+				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, err)
+				p.version, p.previous, p.prevMod = *p.previous, nil, nil
+				r.retired = append(r.retired, mod)
 			}
 			t.touched = t.touched || t.cl.HasWork()
 			continue
@@ -234,26 +265,28 @@ func (r *Runtime) switchModules(ctx context.Context) {
 		if err := old.Close(context.WithoutCancel(ctx)); err != nil {
 			r.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
 		}
-		r.switchPauses.observe(time.Since(start))
-		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(mod.Hash()), "took", time.Since(start))
+		switched++
+		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(mod.Hash()), "took", time.Since(tstart))
 	}
 }
 
-// closeUnused closes mod when no processor and no task uses it any more.
-func (r *Runtime) closeUnused(mod *engine.Module) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.procs {
-		if p.mod == mod {
-			return
+// closeRetired closes the modules replaced by deploys that no processor and no task uses any
+// more. The caller holds r.mu.
+func (r *Runtime) closeRetired() {
+	r.retired = slices.DeleteFunc(r.retired, func(mod *engine.Module) bool {
+		for _, p := range r.procs {
+			if p.mod == mod || p.prevMod == mod {
+				return false
+			}
 		}
-	}
-	for _, t := range r.tasks {
-		if t.mod == mod {
-			return
+		for _, t := range r.tasks {
+			if t.mod == mod {
+				return false
+			}
 		}
-	}
-	_ = mod.Close(context.Background())
+		_ = mod.Close(context.Background())
+		return true
+	})
 }
 
 // Processors returns each processor's module versions and how many of its running tasks run

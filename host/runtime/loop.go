@@ -31,6 +31,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.running = true // deploys are taken from now on
+	r.mu.Unlock()
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
@@ -83,6 +86,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err == nil && ctx.Err() != nil {
 		r.log.Info("stopping", "reason", context.Cause(ctx))
 	}
+	r.mu.Lock()
+	r.running = false // deploys are refused, and a deploy waiting for its switch gives up
+	r.mu.Unlock()
 	return r.shutdown(err)
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -41,8 +43,19 @@ func TestDeployUnderLoad(t *testing.T) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
+			lines, more := wordgen.Sentences(40, seed)
+			recs := make([]*kgo.Record, len(lines))
+			for i, l := range lines {
+				recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err) // not Fatal: this is not the test's goroutine
+				return
+			}
 			mu.Lock()
-			feed(t, cl, ref, 40, seed)
+			for k, v := range more {
+				ref[k] += v
+			}
 			mu.Unlock()
 		}
 	}()

@@ -122,6 +122,7 @@ type processor struct {
 
 	version   ModuleVersion  // mod's
 	previous  *ModuleVersion // the module before the last deploy, nil before any
+	prevMod   *engine.Module // previous's module, while a switch may go back to it
 	switchErr error          // why the last deploy went back to the previous module
 }
 
@@ -170,8 +171,10 @@ type Runtime struct {
 	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
 	status   *statusBoard
 
-	deployMu     sync.Mutex // one Deploy at a time
-	switchPauses pauses
+	deployMu     sync.Mutex       // one Deploy at a time
+	switchPauses pauses           // the pauses of task switches
+	retired      []*engine.Module // modules replaced by deploys, closed once unused (guarded by mu)
+	running      bool             // Run is processing: deploys are taken (guarded by mu)
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
