@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -16,15 +17,27 @@ import (
 	"github.com/statehost/statehost/internal/wordgen"
 )
 
-// TestDeployUnderLoad switches the count processor of the word count, under exactly-once and
-// continuous input, to countv2 (which also keeps each word's last-seen offset and marks its
-// output version=2): every input record is applied by exactly one of the two versions, so
-// every word's counts go 1, 2, ..., n without a gap, a duplicate or a reset; within each
-// output partition the version-1 records all come before the version-2 ones; and countv2's
-// own state lands in the same store.
+// TestDeployUnderLoad switches the count processor of the word count, under continuous input,
+// to countv2 (which also keeps each word's last-seen offset and marks its output version=2):
+// every input record is applied by exactly one of the two versions, so every word's counts go
+// 1, 2, ..., n without a gap, a duplicate or a reset; within each output partition the
+// version-1 records all come before the version-2 ones; and countv2's own state lands in the
+// same store. Under both guarantees (at-least-once applies a record twice only after a crash).
 func TestDeployUnderLoad(t *testing.T) {
+	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
+		t.Run(guarantee, func(t *testing.T) {
+			src := eosHCL()
+			if guarantee == "at_least_once" {
+				src = fmt.Sprintf(wordcountHCL, "pebble", true)
+			}
+			deployUnderLoad(t, src)
+		})
+	}
+}
+
+func deployUnderLoad(t *testing.T, src string) {
 	brokers := cluster(t)
-	in := start(t, loadConfig(t, t.TempDir(), eosHCL()), brokers)
+	in := start(t, loadConfig(t, t.TempDir(), src), brokers)
 	cl, _ := client(t, brokers)
 	v2, err := os.ReadFile(modules["countv2"])
 	if err != nil {
