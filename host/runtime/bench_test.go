@@ -140,27 +140,7 @@ func BenchmarkSwitchPause(b *testing.B) {
 		versions[i] = wasm
 	}
 	waitFor(b, 60*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
-	stop := make(chan struct{})
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		for seed := 1; ; seed++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			lines, _ := wordgen.Sentences(50, seed)
-			recs := make([]*kgo.Record, len(lines))
-			for i, l := range lines {
-				recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
-			}
-			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				b.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
+	stopFeed := produceContinuously(b, cl, 50, 20*time.Millisecond)
 	var deploys []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -171,8 +151,7 @@ func BenchmarkSwitchPause(b *testing.B) {
 		deploys = append(deploys, time.Since(t0))
 	}
 	b.StopTimer()
-	close(stop)
-	<-fed
+	stopFeed()
 	pauses := in.rt.SwitchPauses()
 	b.ReportMetric(float64(percentile(pauses, 50).Microseconds()), "pause-p50-µs")
 	b.ReportMetric(float64(percentile(pauses, 99).Microseconds()), "pause-p99-µs")

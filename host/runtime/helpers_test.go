@@ -267,3 +267,43 @@ func committed(t testing.TB, brokers []string, group, topic string) map[int32]in
 	})
 	return out
 }
+
+// produceContinuously produces n sentences of wordgen to the topic sentences every interval,
+// from a goroutine, until the returned stop is called; stop returns the reference counts of
+// everything produced. A failed produce is reported with Errorf (Fatal is for the test's own
+// goroutine) and ends the production. The test's cleanup stops it too.
+func produceContinuously(t testing.TB, cl *kgo.Client, n int, every time.Duration) (stop func() map[string]int) {
+	ref := map[string]int{}
+	done := make(chan struct{})
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		for seed := 1; ; seed++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+			lines, more := wordgen.Sentences(n, seed)
+			recs := make([]*kgo.Record, len(lines))
+			for i, l := range lines {
+				recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			for k, v := range more {
+				ref[k] += v
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() map[string]int {
+		once.Do(func() { close(done) })
+		<-fed
+		return ref
+	}
+	t.Cleanup(func() { stop() }) // a test that fails first still stops the goroutine
+	return stop
+}

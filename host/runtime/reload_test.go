@@ -7,11 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
@@ -44,34 +41,7 @@ func deployUnderLoad(t *testing.T, src string) {
 		t.Fatal(err)
 	}
 
-	ref := map[string]int{}
-	var mu sync.Mutex
-	stop := make(chan struct{})
-	fed := make(chan struct{})
-	go func() { // 40 sentences every 50ms until stopped
-		defer close(fed)
-		for seed := 1; ; seed++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			lines, more := wordgen.Sentences(40, seed)
-			recs := make([]*kgo.Record, len(lines))
-			for i, l := range lines {
-				recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
-			}
-			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err) // not Fatal: this is not the test's goroutine
-				return
-			}
-			mu.Lock()
-			for k, v := range more {
-				ref[k] += v
-			}
-			mu.Unlock()
-		}
-	}()
+	stopFeed := produceContinuously(t, cl, 40, 50*time.Millisecond)
 	waitFor(t, 60*time.Second, "counts from version 1", func() bool { return len(topictest.Read(t, brokers, "word-counts", true)) > 500 })
 	res, err := in.rt.Deploy(context.Background(), "count", "deploy", v2)
 	if err != nil {
@@ -81,11 +51,8 @@ func deployUnderLoad(t *testing.T, src string) {
 		t.Errorf("Deploy = %+v, want 3 tasks switched to a new hash", res)
 	}
 	time.Sleep(time.Second) // version 2 under load
-	close(stop)
-	<-fed
-	mu.Lock()
+	ref := stopFeed()
 	want := len(ref)
-	mu.Unlock()
 	waitFor(t, 60*time.Second, "every word counted", func() bool {
 		h := topictest.Histories(t, brokers, "word-counts")
 		if len(h) < want {
