@@ -121,9 +121,9 @@ func followCounts(b *testing.B, brokers []string, topic string, want map[string]
 
 // BenchmarkSwitchPause deploys count and countv2 in turn, b.N times, into the word count
 // under exactly-once while sentences arrive continuously, and reports the processing pause
-// of a task during a switch: the loop switches the tasks of a commit boundary one after the
-// other (starting each new instance, closing the old one), and every task of that round
-// waits for the whole round. p50 and p99 over every task switch, in microseconds, and the
+// of a task during a switch: the loop switches the tasks of a commit boundary together
+// (their new instances start in parallel, then the old ones close), and every task of that
+// round waits for the whole round. p50 and p99 over every task switch, in microseconds, and the
 // deploy time (validation and trial included, until every task switched) p50.
 //
 //	go test ./host/runtime -run '^$' -bench SwitchPause -benchtime 20x

@@ -221,52 +221,62 @@ type discardEmitter struct{}
 func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return nil }
 
 // switchModules switches the running tasks whose processor has another module than theirs,
-// at a commit boundary: nothing is in flight. A task that cannot start its processor's module
-// keeps its instance; its processor goes back to the previous module (the tasks already
-// switched follow at the next boundary), and the deploy reports the error. The caller holds
-// r.mu.
+// at a commit boundary: nothing is in flight. The new instances start in parallel (at most
+// Options.Workers at a time), each over its task's open stores. A task that cannot start its
+// processor's module keeps its instance; its processor goes back to the module it replaced
+// (the tasks already switched follow at the next boundary), and the deploy reports the
+// error. The caller holds r.mu.
 func (r *Runtime) switchModules(ctx context.Context) {
-	start := time.Now()
-	var switched int
-	defer func() {
-		// Every task of the round waited for the whole round: the loop runs one at a time.
-		for range switched {
-			r.switchPauses.observe(time.Since(start))
-		}
-		r.closeRetired()
-	}()
+	defer r.closeRetired()
+	var due []*task
 	for _, t := range r.tasks {
-		p := t.proc
-		if t.state != stateRunning || t.inst == nil || t.failed || t.mod == p.mod {
-			continue
+		switch {
+		case t.state != stateRunning || t.inst == nil || t.failed || t.mod == t.proc.mod:
+		case r.txn != nil && t.touched: // exactly-once: its work is not committed yet
+		case t.dirty(): // at-least-once: not committed yet
+		default:
+			due = append(due, t)
 		}
-		if r.txn != nil && t.touched {
-			continue // exactly-once: its work is not committed yet
-		}
-		if t.dirty() {
-			continue // at-least-once: not committed yet
-		}
-		tstart := time.Now()
-		mod := p.mod
-		inst, err := mod.Instantiate(context.WithoutCancel(ctx), t.engineTask())
-		if err != nil {
-			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
-			if p.previous != nil && p.prevMod != nil && p.mod == mod {
-				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, err)
+	}
+	if len(due) == 0 {
+		return
+	}
+	type started struct {
+		mod  *engine.Module
+		inst *engine.Instance
+		err  error
+	}
+	starts := make(map[*task]*started, len(due))
+	for _, t := range due {
+		starts[t] = &started{mod: t.proc.mod}
+	}
+	begin := time.Now()
+	ctx = context.WithoutCancel(ctx)
+	_ = r.forEachTask(due, func(t *task) error {
+		s := starts[t] // each goroutine writes only its own entry
+		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
+		return nil // a failure is handled below, without failing the task
+	})
+	for _, t := range due {
+		s, p := starts[t], t.proc
+		t.touched = t.touched || t.cl.HasWork() // the init may have written
+		if s.err != nil {
+			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", s.err)
+			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {
+				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, s.err)
 				p.version, p.previous, p.prevMod = *p.previous, nil, nil
-				r.retired = append(r.retired, mod)
+				r.retired = append(r.retired, s.mod)
 			}
-			t.touched = t.touched || t.cl.HasWork()
 			continue
 		}
 		old := t.inst
-		t.inst, t.mod = inst, mod
-		t.touched = t.touched || t.cl.HasWork() // its init may have written
-		if err := old.Close(context.WithoutCancel(ctx)); err != nil {
+		t.inst, t.mod = s.inst, s.mod
+		if err := old.Close(ctx); err != nil {
 			r.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
 		}
-		switched++
-		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(mod.Hash()), "took", time.Since(tstart))
+		// Every task of the round paused for the whole round: the loop waits for all.
+		r.switchPauses.observe(time.Since(begin))
+		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(s.mod.Hash()))
 	}
 }
 
