@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -91,14 +93,15 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	case unswitched > 0:
 		return res, fmt.Errorf("%w: processor %s: %d tasks have not switched to %s yet", ErrSwitchPending, name, unswitched, short(res.Previous.Hash))
 	}
+	// The running module again (a watcher seeing the same bytes rewritten): nothing to
+	// compile. The hash is the one engine.Compile gives a module.
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) == res.Previous.Hash {
+		res.Version, res.Unchanged = res.Previous, true
+		return res, nil
+	}
 	mod, err := r.eng.Compile(ctx, source, wasm)
 	if err != nil {
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
-	}
-	if mod.Hash() == res.Previous.Hash {
-		_ = mod.Close(ctx)
-		res.Version, res.Unchanged = res.Previous, true
-		return res, nil
 	}
 	if err := r.trial(ctx, p, mod); err != nil {
 		_ = mod.Close(ctx)
