@@ -79,6 +79,9 @@ type Manager struct {
 	mu     sync.Mutex
 	closed bool
 	tasks  map[TaskID]*Task
+	// readers counts the calls that read the database without holding mu (LocalTasks);
+	// Close waits for them before it closes the database.
+	readers sync.WaitGroup
 }
 
 // TaskID names a task: a processor and one of its input partitions.
@@ -208,6 +211,7 @@ func (m *Manager) Close() error {
 	for _, t := range tasks {
 		t.close()
 	}
+	m.readers.Wait()
 	err := m.db.Close()
 	m.unlock()
 	if err != nil {
@@ -246,11 +250,7 @@ func (m *Manager) partitionID(id TaskID, name string) (uint32, error) {
 	if m.closed {
 		return 0, ErrClosed
 	}
-	rk := []byte{nsMeta, 'i'}
-	rk = binary.AppendUvarint(rk, uint64(len(id.Processor)))
-	rk = append(rk, id.Processor...)
-	rk = binary.BigEndian.AppendUint32(rk, uint32(id.Partition))
-	rk = append(rk, name...)
+	rk := registryKey(id, name)
 	v, c, err := m.db.Get(rk)
 	if err == nil {
 		defer c.Close()
@@ -281,6 +281,46 @@ func (m *Manager) partitionID(id TaskID, name string) (uint32, error) {
 		return 0, fmt.Errorf("store: task %s store %q: write registry: %w", id, name, err)
 	}
 	return next, nil
+}
+
+// registryKey returns the registry key of store name of task id. With name "" it is the
+// prefix of all the task's entries: the processor is length-prefixed and the partition
+// fixed-width, so no other task's entries share it.
+func registryKey(id TaskID, name string) []byte {
+	rk := []byte{nsMeta, 'i'}
+	rk = binary.AppendUvarint(rk, uint64(len(id.Processor)))
+	rk = append(rk, id.Processor...)
+	rk = binary.BigEndian.AppendUint32(rk, uint32(id.Partition))
+	return append(rk, name...)
+}
+
+// prefixEnd returns the first key after every key that begins with prefix, nil when there is none.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// wipeKeys adds to b the deletion of store partition id's data, checkpoint and stream time.
+func wipeKeys(b *pebble.Batch, id uint32) {
+	_ = b.DeleteRange(dataPrefix(id), dataPrefix(id+1), nil)
+	_ = b.Delete(checkpointKey(id), nil)
+	_ = b.Delete(timeKey(id), nil)
+}
+
+// anyKey reports whether r holds a key in [lower, upper).
+func anyKey(r pebble.Reader, lower, upper []byte) (bool, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, it.Close()
 }
 
 func dataPrefix(id uint32) []byte {

@@ -192,12 +192,8 @@ func (p *Partition) HasData() (bool, error) {
 	if p.backend == Memory {
 		return p.mem.data.Len() > 0, nil
 	}
-	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
+	found, err := anyKey(p.t.m.db, p.prefix, p.upper)
 	if err != nil {
-		return false, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
-	}
-	found := it.First()
-	if err := it.Close(); err != nil {
 		return false, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
 	}
 	return found, nil
@@ -216,9 +212,7 @@ func (p *Partition) Wipe() error {
 	} else {
 		b := p.t.m.db.NewBatch()
 		defer b.Close()
-		_ = b.DeleteRange(p.prefix, p.upper, nil)
-		_ = b.Delete(checkpointKey(p.id), nil)
-		_ = b.Delete(timeKey(p.id), nil)
+		wipeKeys(b, p.id)
 		if err := b.Commit(pebble.Sync); err != nil {
 			return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, err)
 		}
@@ -295,12 +289,8 @@ func (p *Partition) used() bool {
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return true
 	}
-	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
-	if err != nil {
-		return true
-	}
-	defer it.Close()
-	return it.First()
+	found, err := anyKey(p.t.m.db, p.prefix, p.upper)
+	return found || err != nil
 }
 
 // loadTime reads the stream time stored with the partition.
