@@ -39,6 +39,24 @@ type Config struct {
 	Guarantee      Guarantee
 	CommitInterval time.Duration
 	SessionTimeout time.Duration
+
+	// StandbyReplicas is how many standby copies of each task other instances keep: they
+	// restore the task's stores from its changelog, so that one can take the task over without
+	// a long restore. Default 0; Kafka Streams' num.standby.replicas.
+	StandbyReplicas int
+	// AcceptableRecoveryLag is the most changelog records an instance may be behind on a task's
+	// stores to be given that task as active. Default 10000; Kafka Streams'
+	// acceptable.recovery.lag.
+	AcceptableRecoveryLag int64
+	// StateCleanupDelay is how long the local state of a task the instance no longer owns is
+	// kept, as warm state for assignment, before it is deleted. Default 10m; Kafka Streams'
+	// state.cleanup.delay.ms.
+	StateCleanupDelay time.Duration
+	// ProbingRebalanceInterval is how often an instance that keeps warmup copies of tasks asks
+	// for a rebalance to check whether they caught up. Default 10m; Kafka Streams'
+	// probing.rebalance.interval.ms.
+	ProbingRebalanceInterval time.Duration
+
 	Kafka          Kafka
 	EmbeddedBroker EmbeddedBroker
 	Admin          Admin

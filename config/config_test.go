@@ -221,15 +221,19 @@ processor "count" {
 	c, diags := config.Load(path, config.Options{})
 	noDiagnostics(t, c.Files, diags)
 	want := config.Config{
-		Path:           path,
-		Files:          c.Files,
-		ApplicationID:  "app",
-		StateDir:       filepath.Join(dir, "state"),
-		Guarantee:      config.AtLeastOnce,
-		CommitInterval: 30 * time.Second,
-		SessionTimeout: 10 * time.Second,
-		EmbeddedBroker: config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},
-		Admin:          config.Admin{Listen: "127.0.0.1:9464"},
+		Path:                     path,
+		Files:                    c.Files,
+		ApplicationID:            "app",
+		StateDir:                 filepath.Join(dir, "state"),
+		Guarantee:                config.AtLeastOnce,
+		CommitInterval:           30 * time.Second,
+		SessionTimeout:           10 * time.Second,
+		StandbyReplicas:          0,
+		AcceptableRecoveryLag:    10000,
+		StateCleanupDelay:        10 * time.Minute,
+		ProbingRebalanceInterval: 10 * time.Minute,
+		EmbeddedBroker:           config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},
+		Admin:                    config.Admin{Listen: "127.0.0.1:9464"},
 		Processors: []config.Processor{{
 			Name:        "count",
 			Module:      filepath.Join(dir, "plugins", "count", "count.wasm"),

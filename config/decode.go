@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,13 @@ const (
 	defaultGrace               = 0
 	defaultRetention           = 24 * time.Hour // at least window_size (inactivity_gap) + grace
 	defaultAdditionalRetention = 24 * time.Hour // changelog records outlive the store's by a day, as in Kafka Streams
+
+	// Several instances: Kafka Streams' defaults (num.standby.replicas,
+	// acceptable.recovery.lag, state.cleanup.delay.ms, probing.rebalance.interval.ms).
+	defaultStandbyReplicas          = 0
+	defaultAcceptableRecoveryLag    = 10000
+	defaultStateCleanupDelay        = 10 * time.Minute
+	defaultProbingRebalanceInterval = 10 * time.Minute
 )
 
 // The raw structs mirror the file. Every attribute is an hcl.Expression so that the decoder
@@ -44,6 +52,12 @@ type rawFile struct {
 	Topics              []rawTopic         `hcl:"topic,block"`
 	Repartitions        []rawRepartition   `hcl:"repartition,block"`
 	Processors          []rawProcessor     `hcl:"processor,block"`
+
+	// Several instances.
+	StandbyReplicas          hcl.Expression `hcl:"standby_replicas,optional"`
+	AcceptableRecoveryLag    hcl.Expression `hcl:"acceptable_recovery_lag,optional"`
+	StateCleanupDelay        hcl.Expression `hcl:"state_cleanup_delay,optional"`
+	ProbingRebalanceInterval hcl.Expression `hcl:"probing_rebalance_interval,optional"`
 }
 
 type rawKafka struct {
@@ -154,6 +168,10 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	}
 	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", commitDefault)
 	c.SessionTimeout = d.duration(raw.SessionTimeout, "session_timeout", defaultSessionTimeout)
+	c.StandbyReplicas = int(d.wholeNumber(raw.StandbyReplicas, "standby_replicas", math.MaxInt32, defaultStandbyReplicas))
+	c.AcceptableRecoveryLag = d.wholeNumber(raw.AcceptableRecoveryLag, "acceptable_recovery_lag", math.MaxInt64, defaultAcceptableRecoveryLag)
+	c.StateCleanupDelay = d.millisDuration(raw.StateCleanupDelay, "state_cleanup_delay", defaultStateCleanupDelay)
+	c.ProbingRebalanceInterval = d.millisDuration(raw.ProbingRebalanceInterval, "probing_rebalance_interval", defaultProbingRebalanceInterval)
 
 	d.decodeKafka(raw.Kafka, c)
 	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)

@@ -22,6 +22,21 @@
 //	                                        # process) before its tasks move; within the broker's
 //	                                        # group.min/max.session.timeout.ms
 //
+//	standby_replicas           = 1          # default 0, >= 0: how many standby copies of each task
+//	                                        # other instances keep, restoring its stores from the
+//	                                        # changelog (num.standby.replicas)
+//	acceptable_recovery_lag    = 10000      # default 10000, >= 0: the most changelog records an
+//	                                        # instance may be behind on a task's stores to be given
+//	                                        # the task as active (acceptable.recovery.lag)
+//	state_cleanup_delay        = "10m"      # default "10m", > 0, whole milliseconds: how long the
+//	                                        # local state of a task the instance no longer owns is
+//	                                        # kept (warm state for assignment) before it is deleted
+//	                                        # (state.cleanup.delay.ms)
+//	probing_rebalance_interval = "10m"      # default "10m", > 0, whole milliseconds: how often an
+//	                                        # instance that keeps warmup copies of tasks asks for a
+//	                                        # rebalance to check whether they caught up
+//	                                        # (probing.rebalance.interval.ms)
+//
 //	kafka {                                 # optional
 //	  brokers = ["127.0.0.1:9092"]          # "host:port" each; omitted or empty: an embedded
 //	}                                       # broker runs in-process
@@ -83,6 +98,10 @@
 //	    changelog_additional_retention = "24h" # default "24h", >= 0, as for a window store
 //	  }
 //	}
+//
+// standby_replicas, acceptable_recovery_lag, state_cleanup_delay and
+// probing_rebalance_interval matter when several instances run the application; the names in
+// parentheses are the Kafka Streams settings they stand for.
 //
 // Window and session stores take a backend and a logging block like keyvalue stores. Their
 // durations are Go durations like commit_interval. window_size and advance apply only to

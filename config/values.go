@@ -141,10 +141,59 @@ func (d *decoder) partitions(expr hcl.Expression) int32 {
 	return int32(n)
 }
 
+// wholeNumber decodes a whole number from 0 to most, returning def when it is absent or
+// invalid.
+func (d *decoder) wholeNumber(expr hcl.Expression, name string, most, def int64) int64 {
+	v, ok := d.value(expr)
+	if !ok {
+		return def
+	}
+	if v.Type() != cty.Number {
+		d.errorf(expr.Range(), "Incorrect attribute value type", "The argument %q must be a whole number, not %s.", name, v.Type().FriendlyName())
+		return def
+	}
+	bf := v.AsBigFloat()
+	n, acc := bf.Int64()
+	switch {
+	case !bf.IsInt():
+		d.errorf(expr.Range(), "Invalid number", "The argument %q must be a whole number, not %s.", name, bf.Text('g', -1))
+	case bf.Sign() < 0:
+		d.errorf(expr.Range(), "Invalid number", "The argument %q must be zero or greater, not %s.", name, intText(bf))
+	case acc != big.Exact || n > most:
+		d.errorf(expr.Range(), "Invalid number", "The argument %q must be at most %d, not %s.", name, most, intText(bf))
+	default:
+		return n
+	}
+	return def
+}
+
+// intText formats a whole number: in full when it fits in an int64, in exponent form
+// otherwise (a mistyped value can have hundreds of digits).
+func intText(bf *big.Float) string {
+	if n, acc := bf.Int64(); acc == big.Exact {
+		return strconv.FormatInt(n, 10)
+	}
+	return bf.Text('g', -1)
+}
+
 // duration decodes a Go duration string (time.ParseDuration) that must be positive.
 func (d *decoder) duration(expr hcl.Expression, name string, def time.Duration) time.Duration {
 	dur, _, ok := d.durationValue(expr, name, false)
 	if !ok {
+		return def
+	}
+	return dur
+}
+
+// millisDuration is duration for a duration that must also be a whole number of
+// milliseconds, as Kafka Streams' settings in *.ms are.
+func (d *decoder) millisDuration(expr hcl.Expression, name string, def time.Duration) time.Duration {
+	dur, text, ok := d.durationValue(expr, name, false)
+	if !ok {
+		return def
+	}
+	if dur%time.Millisecond != 0 {
+		d.errorf(expr.Range(), "Invalid duration", "The argument %q must be a whole number of milliseconds, not %q.", name, text)
 		return def
 	}
 	return dur
