@@ -29,6 +29,9 @@ type BatchEvent struct {
 	Records int
 	// Offset is the offset of the batch's last record: the store's new checkpoint.
 	Offset int64
+	// HighWatermark is the changelog partition's high watermark in the fetch that carried
+	// the batch: Offset+1 when the store has caught up (transaction markers aside).
+	HighWatermark int64
 }
 
 // EndEvent reports that a store partition is restored.

@@ -132,6 +132,10 @@ type tpKey struct {
 // every store's checkpoint is at its last applied batch. The tasks must not
 // have uncommitted writes.
 func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error {
+	return r.restore(ctx, tasks, false)
+}
+
+func (r *Restorer) restore(ctx context.Context, tasks []*changelog.Task, follow bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var targets []*target
@@ -142,7 +146,7 @@ func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error 
 	}
 	var err error
 	if len(targets) > 0 {
-		err = r.run(ctx, targets, false)
+		err = r.run(ctx, targets, follow)
 	}
 	// Export even after a failure: a wipe or the batches applied so far
 	// moved the checkpoints, and the file must not show the old ones. The
@@ -160,9 +164,24 @@ func (r *Restorer) Restore(ctx context.Context, tasks ...*changelog.Task) error 
 	return err
 }
 
-// run is the restore loop. With follow set (a standby, not yet exposed) it
-// has no end offset and runs until ctx is cancelled; it applies the same
-// batches with the same checkpoints.
+// Follow keeps the logged stores of tasks (standby copies) applying their
+// changelogs as they grow, with the same batches and checkpoints as Restore,
+// until ctx ends or a fetch fails. It then exports the tasks' checkpoint files
+// and returns the error that stopped it: ctx's (wrapped) after a cancel.
+//
+// It resumes from the checkpoints as Restore does (a checkpoint that does not
+// fit the changelog wipes the store), and reads read_committed changelogs up to
+// their last stable offset only, so it never applies a record of a transaction
+// that may still abort. Call Follow again after an error: an
+// *OutOfRangeError (the changelog was truncated under the standby) resolves
+// itself at the next start.
+func (r *Restorer) Follow(ctx context.Context, tasks ...*changelog.Task) error {
+	return r.restore(ctx, tasks, true)
+}
+
+// run is the restore loop. With follow set (a standby) it has no end offset
+// and runs until ctx is cancelled; it applies the same batches with the same
+// checkpoints.
 func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) error {
 	byTP := make(map[tpKey]*target, len(targets))
 	var topics []string
@@ -261,7 +280,8 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 					return
 				}
 				tg.total += int64(len(ws))
-				r.lis.OnBatchRestored(BatchEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition, Records: len(ws), Offset: last})
+				r.lis.OnBatchRestored(BatchEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition,
+					Records: len(ws), Offset: last, HighWatermark: p.HighWatermark})
 			}
 			if tg.pos >= tg.end {
 				r.finish(tg)
