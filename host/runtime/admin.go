@@ -240,6 +240,7 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 		}
 	}()
 	r.log.Info("admin listening", "addr", ln.Addr().String())
+	r.local.setAdmin(ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -2,11 +2,16 @@ package runtime
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/statehost/statehost/changelog"
 )
 
 // taskBalancer is the group balancer of statehost: it assigns whole tasks, not topic
@@ -18,10 +23,23 @@ import (
 //
 // It is sticky (a member keeps the units it owns, up to its fair share) and cooperative: a
 // unit that moves is first revoked from its owner, and given to its new owner in the
-// follow-up rebalance (BalancePlan.AdjustCooperative). Lag-aware placement and standbys are
-// for the scale-out issue.
+// follow-up rebalance (BalancePlan.AdjustCooperative). It is lag-aware and places standbys and
+// warmups (assign.go): each member reports the state it holds in its join metadata
+// (memberState), and the leader compares it with the changelogs' end offsets.
 type taskBalancer struct {
-	group map[string]string // topic -> the name of its co-partition group
+	group  map[string]string // topic -> the name of its co-partition group
+	procs  []*processor
+	appID  string
+	params assignParams
+	log    hclog.Logger
+
+	// state is this member's report for its join metadata; nil reports none.
+	state func() memberState
+	// endOffsets lists the end offsets of changelog topics, for the leader; nil: the lag is
+	// judged by the members' reports alone.
+	endOffsets func(topics []string) (map[topicPartition]int64, error)
+	// onSync receives this member's standby assignment of each rebalance; nil ignores it.
+	onSync func(standbyAssignment)
 }
 
 // newTaskBalancer groups the input topics of procs: topics read by one processor share a
@@ -55,7 +73,7 @@ func newTaskBalancer(procs []*processor) *taskBalancer {
 	for t := range parent {
 		group[t] = find(t)
 	}
-	return &taskBalancer{group: group}
+	return &taskBalancer{group: group, procs: procs, log: hclog.NewNullLogger()}
 }
 
 // ProtocolName names the protocol; every member of the group must speak it.
@@ -65,8 +83,8 @@ func (*taskBalancer) ProtocolName() string { return "statehost-tasks" }
 func (*taskBalancer) IsCooperative() bool { return true }
 
 // JoinGroupMetadata is the consumer protocol's metadata with the owned partitions, as the
-// cooperative-sticky balancer sends it.
-func (*taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+// cooperative-sticky balancer sends it, and this member's state (memberState) as user data.
+func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
@@ -78,12 +96,31 @@ func (*taskBalancer) JoinGroupMetadata(interests []string, current map[string][]
 		meta.OwnedPartitions = append(meta.OwnedPartitions, owned)
 	}
 	sort.Slice(meta.OwnedPartitions, func(i, j int) bool { return meta.OwnedPartitions[i].Topic < meta.OwnedPartitions[j].Topic })
+	if b.state != nil {
+		meta.UserData = b.state().encode()
+	}
 	return meta.AppendTo(nil)
 }
 
-// ParseSyncAssignment parses the consumer protocol's assignment.
-func (*taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+// ParseSyncAssignment parses the consumer protocol's assignment, and hands the standby
+// assignment in its user data to onSync.
+func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var ma kmsg.ConsumerMemberAssignment
+	if err := ma.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("sync assignment parse failed: %w", err)
+	}
+	out := make(map[string][]int32, len(ma.Topics))
+	for _, t := range ma.Topics {
+		out[t.Topic] = append(out[t.Topic], t.Partitions...)
+	}
+	sa, err := decodeStandbyAssignment(ma.UserData)
+	if err != nil {
+		b.log.Warn("cannot read the standby assignment; this member keeps no standbys until the next rebalance", "error", err)
+	}
+	if b.onSync != nil {
+		b.onSync(sa)
+	}
+	return out, nil
 }
 
 // MemberBalancer parses the members' metadata for Balance.
@@ -101,7 +138,8 @@ type unit struct {
 	part  int32
 }
 
-// Balance assigns the units of topics to the members.
+// Balance assigns the units of topics to the members: active units as partitions, standbys
+// and warmups in each member's assignment user data.
 func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	groupOf := func(t string) string {
 		if g, ok := b.group[t]; ok {
@@ -126,20 +164,25 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	}
 	slices.SortFunc(units, func(a, b unit) int { return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.part, b.part)) })
 
-	// The members, their interests, and the units they own now (the highest generation's
-	// claim wins a unit claimed twice).
+	// The members, their interests, their state, and the units they own now (the highest
+	// generation's claim wins a unit claimed twice).
 	type member struct {
 		m         *kmsg.JoinGroupResponseMember
 		interests map[string]bool
-		load      int
+		state     memberState
+		owned     map[unit]bool
 	}
 	var members []*member
 	owner := make(map[unit]*member)
 	ownerGen := make(map[unit]int32)
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		mb := &member{m: m, interests: make(map[string]bool, len(meta.Topics))}
+		mb := &member{m: m, interests: make(map[string]bool, len(meta.Topics)), owned: map[unit]bool{}}
 		for _, t := range meta.Topics {
 			mb.interests[t] = true
+		}
+		var err error
+		if mb.state, err = decodeMemberState(meta.UserData); err != nil {
+			b.log.Warn("cannot read a member's state; it counts as stateless", "member", m.MemberID, "error", err)
 		}
 		members = append(members, mb)
 		for _, o := range meta.OwnedPartitions {
@@ -151,81 +194,180 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			}
 		}
 	})
-	eligible := func(mb *member, u unit) bool {
-		for _, t := range groups[u.group] {
-			if mb.interests[t] {
-				return true
-			}
-		}
-		return false
+	for u, mb := range owner {
+		mb.owned[u] = true
 	}
 
-	// Sticky pass: an owner keeps its units up to the fair share (rounded up); then the rest
-	// go to the least loaded eligible member, in order.
-	limit := (len(units) + len(members) - 1) / max(len(members), 1)
-	assign := make(map[unit]*member, len(units))
-	var free []unit
-	for _, u := range units {
-		if o := owner[u]; o != nil && o.load < limit && eligible(o, u) {
-			assign[u] = o
-			o.load++
-			continue
-		}
-		free = append(free, u)
-	}
-	for _, u := range free {
-		var best *member
+	lag := b.lags(units, topics, groupOf, func(yield func(memberState) bool) {
 		for _, mb := range members {
-			if eligible(mb, u) && (best == nil || mb.load < best.load) {
-				best = mb
+			if !yield(mb.state) {
+				return
 			}
 		}
-		if best != nil {
-			assign[u] = best
-			best.load++
+	})
+	ams := make([]*assignMember, len(members))
+	for i, mb := range members {
+		ams[i] = &assignMember{
+			id:    mb.m.MemberID,
+			owned: mb.owned,
+			eligible: func(u unit) bool {
+				for _, t := range groups[u.group] {
+					if mb.interests[t] {
+						return true
+					}
+				}
+				return false
+			},
+			lag: func(u unit) int64 { return lag.of(mb.state, u) },
 		}
 	}
-	// Even out: while a member has two more units than another, move one (the owners kept up
-	// to the rounded-up share, so a newcomer may still be short).
-	for {
-		var hi, lo *member
-		for _, mb := range members {
-			if hi == nil || mb.load > hi.load {
-				hi = mb
-			}
-			if lo == nil || mb.load < lo.load {
-				lo = mb
-			}
-		}
-		if hi == nil || hi.load-lo.load <= 1 {
-			break
-		}
-		moved := false
-		for i := len(units) - 1; i >= 0 && !moved; i-- {
-			if u := units[i]; assign[u] == hi && eligible(lo, u) {
-				assign[u] = lo
-				hi.load--
-				lo.load++
-				moved = true
-			}
-		}
-		if !moved {
-			break
-		}
-	}
+	a := assignUnits(units, ams, lag.stateful, b.params)
 
 	plan := cb.NewPlan()
-	for _, u := range units {
-		mb := assign[u]
-		if mb == nil {
-			continue
-		}
+	add := func(mb *member, u unit, into map[string][]int32) {
 		for _, t := range groups[u.group] {
 			if u.part < topics[t] && mb.interests[t] {
-				plan.AddPartition(mb.m, t, u.part)
+				if into == nil {
+					plan.AddPartition(mb.m, t, u.part)
+				} else {
+					into[t] = append(into[t], u.part)
+				}
 			}
+		}
+	}
+	for _, u := range units {
+		if i, ok := a.active[u]; ok {
+			add(members[i], u, nil)
 		}
 	}
 	plan.AdjustCooperative(cb)
-	return plan
+
+	// Each member's standbys and warmups. A unit that moves is first revoked from its owner
+	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
+	// new owner follows its changelog as a standby, so that it starts warm.
+	final := plan.AsMemberIDMap()
+	extra := make(map[string]standbyAssignment, len(members))
+	for i, mb := range members {
+		sa := standbyAssignment{standby: map[string][]int32{}, warmup: map[string][]int32{}}
+		for _, u := range a.standby[i] {
+			add(mb, u, sa.standby)
+		}
+		for _, u := range a.warmup[i] {
+			add(mb, u, sa.warmup)
+		}
+		for _, u := range units {
+			if j, ok := a.active[u]; ok && j == i && lag.stateful(u) && !holds(final[mb.m.MemberID], groups[u.group], u.part) {
+				add(mb, u, sa.standby)
+			}
+		}
+		extra[mb.m.MemberID] = sa
+	}
+	b.log.Debug("balanced", "members", len(members), "units", len(units), "warmups", len(a.warmup), "plan", plan.String())
+	return syncPlan{plan: plan, extra: extra}
+}
+
+// holds reports whether assigned has partition part of one of topics.
+func holds(assigned map[string][]int32, topics []string, part int32) bool {
+	for _, t := range topics {
+		if slices.Contains(assigned[t], part) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncPlan is a balance plan with each member's standby assignment in its user data.
+type syncPlan struct {
+	plan  *kgo.BalancePlan
+	extra map[string]standbyAssignment
+}
+
+func (s syncPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := s.plan.IntoSyncAssignment()
+	for i := range out {
+		var ma kmsg.ConsumerMemberAssignment
+		if err := ma.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // cannot happen: the plan encoded it
+		}
+		ma.UserData = s.extra[out[i].MemberID].encode()
+		out[i].MemberAssignment = ma.AppendTo(nil)
+	}
+	return out
+}
+
+// unitLags is the leader's view of how far each member is behind on each unit's state.
+type unitLags struct {
+	tasks map[unit][]taskID // the stateful tasks of each unit
+	ends  map[taskID]int64  // per task, the sum of its changelogs' end offsets
+}
+
+// stateful reports whether u has a task with logged stores.
+func (l unitLags) stateful(u unit) bool { return len(l.tasks[u]) > 0 }
+
+// of returns how many changelog records the member with state s is behind on u: 0 for a task it
+// runs, the end offsets minus its checkpointed offsets otherwise.
+func (l unitLags) of(s memberState, u unit) int64 {
+	var lag int64
+	for _, id := range l.tasks[u] {
+		off, ok := s.offsets[id]
+		if ok && off == offsetRunning {
+			continue
+		}
+		lag += max(l.ends[id]-max(off, 0), 0)
+	}
+	return lag
+}
+
+// lags works out, for the units, their stateful tasks (this member's processors with logged
+// stores) and the end offsets of their changelogs. Without end offsets (the listing failed, or
+// no lister), a task's end is the most advanced offset a member reports: that member counts as
+// caught up.
+func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(string) string, states func(func(memberState) bool)) unitLags {
+	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}}
+	changelogs := map[taskID][]string{}
+	var all []string
+	for _, u := range units {
+		for _, p := range b.procs {
+			if groupOf(p.cfg.Inputs[0]) != u.group || u.part >= topics[p.cfg.Inputs[0]] {
+				continue
+			}
+			var cls []string
+			for _, s := range p.stores {
+				if !s.LoggingDisabled {
+					cls = append(cls, changelog.TopicName(b.appID, s.Name))
+				}
+			}
+			if len(cls) > 0 {
+				id := taskID{p.cfg.Name, u.part}
+				l.tasks[u] = append(l.tasks[u], id)
+				changelogs[id] = cls
+				all = append(all, cls...)
+			}
+		}
+	}
+	if len(changelogs) == 0 {
+		return l
+	}
+	var ends map[topicPartition]int64
+	if b.endOffsets != nil {
+		slices.Sort(all)
+		var err error
+		if ends, err = b.endOffsets(slices.Compact(all)); err != nil {
+			b.log.Warn("cannot list the changelogs' end offsets; judging lag by the members' reports", "error", err)
+			ends = nil
+		}
+	}
+	for id, cls := range changelogs {
+		if ends != nil {
+			for _, t := range cls {
+				l.ends[id] += ends[topicPartition{t, id.part}]
+			}
+			continue
+		}
+		states(func(s memberState) bool {
+			l.ends[id] = max(l.ends[id], s.offsets[id])
+			return true
+		})
+	}
+	return l
 }

@@ -52,6 +52,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 		if at, ok := r.nextWallPunctuation(); ok {
 			wait = min(wait, time.Until(at))
 		}
+		if at, ok := r.nextStandbyWork(); ok {
+			wait = min(wait, time.Until(at))
+		}
 		fetches := r.poll(ctx, wait)
 		if r.txn != nil && r.txn.rebalanced.Swap(false) {
 			// Partitions were revoked or lost during the poll: the session aborts the open
@@ -445,6 +448,12 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drainInbox()
+	r.syncStandbys(ctx)
+	r.probeWarmups()
+	if time.Since(r.cleanedAt) >= r.cleanupEvery() {
+		r.cleanupState()
+		r.cleanedAt = time.Now()
+	}
 	if time.Now().Before(r.restoreRetryAt) {
 		return nil
 	}
@@ -531,6 +540,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		}
 		t.state = stateRunning
 		r.status.setState(t.id, "running")
+		r.local.setRunning(t.id, true)
 		r.log.Info("task running", "processor", t.id.proc, "partition", t.id.part)
 	}
 	r.syncPauses()
@@ -570,6 +580,7 @@ func (r *Runtime) shutdown(cause error) error {
 		}
 	}
 	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
+	r.closeStandbys()
 	r.mu.Unlock()
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
 	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the

@@ -29,7 +29,8 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 // group's callbacks to the loop (drainInbox).
 type groupEvent struct {
 	partitions map[string][]int32
-	revoked    bool // revoked or lost: the tasks close without a commit
+	revoked    bool          // revoked or lost: the tasks close without a commit
+	standbys   *standbyEvent // a standby assignment instead of partitions
 }
 
 // post hands ev to the loop and wakes it.
@@ -192,6 +193,11 @@ func (r *Runtime) closeTasks(tasks []*task) {
 		if t.failed {
 			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
 		}
+		var cps map[string]int64
+		if t.cl != nil {
+			cps = checkpoints(t.cl)
+		}
+		defer r.local.closed(t.id, cps)
 		if err := t.close(); err != nil {
 			r.log.Warn("closing task", "processor", t.id.proc, "partition", t.id.part, "error", err)
 		}
@@ -223,6 +229,10 @@ func (r *Runtime) drainInbox() {
 	r.inbox = nil
 	r.wakeMu.Unlock()
 	for _, ev := range inbox {
+		if ev.standbys != nil {
+			r.applyStandbyEvent(ev.standbys)
+			continue
+		}
 		if ev.revoked {
 			r.unassign(r.consumer, ev.partitions)
 			continue
@@ -238,6 +248,7 @@ func (r *Runtime) drainInbox() {
 					if r.tasks[id] == nil {
 						r.tasks[id] = &task{id: id, proc: proc, rt: r}
 						r.status.setState(id, "restoring")
+						r.local.opened(id)
 					}
 				}
 			}

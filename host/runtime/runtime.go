@@ -145,6 +145,9 @@ type Runtime struct {
 	producer  *changelog.Producer
 	restoreCl *kgo.Client
 	restorer  *restore.Restorer
+	followCl  *kgo.Client       // the standby tasks' changelogs
+	follower  *restore.Restorer // follows them (standby.go)
+	local     *localState       // the state this instance holds, for the balancer and the cleanup
 	consumer  *kgo.Client
 	txn       *txnState // exactly-once; nil under at-least-once
 
@@ -157,6 +160,8 @@ type Runtime struct {
 	closing  bool
 
 	restoreRetryAt time.Time // when tasks wait to be restored again (after a retriable error); zero: none
+	sb             standbys  // standby tasks (standby.go)
+	cleanedAt      time.Time // the last look for local state to delete
 
 	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
 	wakeMu        sync.Mutex
@@ -197,6 +202,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		assigned: make(map[topicPartition]bool),
 		paused:   make(map[topicPartition]bool),
 		status:   newStatusBoard(),
+		sb:       standbys{tasks: map[taskID]*changelog.Task{}},
 	}
 	defer func() {
 		if err != nil {
@@ -219,6 +225,13 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if err := r.compile(ctx); err != nil {
 		return nil, err
 	}
+	r.local = newLocalState(r.procs)
+	held, err := r.stores.LocalTasks()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
+	}
+	r.local.load(held)
+	r.cleanedAt = time.Now()
 	if err := r.connect(); err != nil {
 		return nil, err
 	}
@@ -356,14 +369,34 @@ func (r *Runtime) connect() error {
 	if err != nil {
 		return fmt.Errorf("runtime: create the restore client: %w", err)
 	}
-	var listener restore.Listener = r.status
+	listener := multiListener{r.status, r.local}
 	if r.opts.RestoreListener != nil {
-		listener = multiListener{r.status, r.opts.RestoreListener}
+		listener = append(listener, r.opts.RestoreListener)
 	}
 	r.restorer, err = restore.New(r.restoreCl, kadm.NewClient(r.restoreCl), restore.Settings{
 		ReadCommitted: true,
 		Listener:      listener,
 		Logger:        r.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	// The standby tasks follow their changelogs on a client of their own: a restore of active
+	// tasks never waits for them, nor they for it.
+	r.followCl, err = kgo.NewClient(brokers, logger,
+		kgo.ClientID(r.cfg.ApplicationID+"-standby"),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.KeepControlRecords(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	if err != nil {
+		return fmt.Errorf("runtime: create the standby client: %w", err)
+	}
+	r.follower, err = restore.New(r.followCl, kadm.NewClient(r.followCl), restore.Settings{
+		ReadCommitted: true,
+		Listener:      multiListener{r.status, r.local},
+		Logger:        r.opts.Logger.Named("standby"),
 	})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
@@ -400,7 +433,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.ClientID(r.cfg.ApplicationID + "-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(newTaskBalancer(r.procs)),
+		kgo.Balancers(r.newBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -444,6 +477,9 @@ func (r *Runtime) Close() {
 	defer r.purging.Unlock()
 	if r.restoreCl != nil {
 		r.restoreCl.Close()
+	}
+	if r.followCl != nil {
+		r.followCl.Close()
 	}
 	if r.prodCl != nil {
 		r.prodCl.Close()

@@ -1,0 +1,221 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// The user data that statehost members exchange through the consumer protocol: in a member's
+// join metadata, the state it holds (memberState); in its sync assignment, its standby tasks
+// (standbyAssignment). Both start with a version byte; a member that cannot read the other's
+// data treats it as empty, and the group goes on (a member of another version gets no
+// standbys, and looks stateless to a leader that cannot read it).
+
+const metaVersion = 1
+
+// offsetRunning is the offset sum a member reports for a task it runs: caught up by definition.
+const offsetRunning = -2
+
+// memberState is what a member reports when it joins: its admin address, and for every task it
+// has local state for, the sum over the task's logged stores of the next changelog offset it
+// would restore from (checkpoint + 1; 0 without a checkpoint), or offsetRunning.
+type memberState struct {
+	admin   string
+	offsets map[taskID]int64
+}
+
+func (s memberState) encode() []byte {
+	b := []byte{metaVersion}
+	b = appendString(b, s.admin)
+	ids := make([]taskID, 0, len(s.offsets))
+	for id := range s.offsets {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, compareTaskID)
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, id.proc)
+		b = binary.AppendVarint(b, int64(id.part))
+		b = binary.AppendVarint(b, s.offsets[id])
+	}
+	return b
+}
+
+func decodeMemberState(b []byte) (memberState, error) {
+	s := memberState{offsets: map[taskID]int64{}}
+	if len(b) == 0 {
+		return s, nil // a member without user data: no state
+	}
+	r := metaReader{b: b}
+	if v := r.byte(); v != metaVersion {
+		return s, fmt.Errorf("member state version %d, want %d", v, metaVersion)
+	}
+	s.admin = r.string()
+	n := r.uvarint()
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		proc := r.string()
+		part := r.varint()
+		off := r.varint()
+		if part < 0 || part > 1<<31-1 {
+			r.fail()
+		}
+		s.offsets[taskID{proc, int32(part)}] = off
+	}
+	return s, r.finish()
+}
+
+// standbyAssignment is a member's part of the assignment besides its partitions: the tasks it
+// keeps standby copies of, as the input partitions of their units (every topic of the unit,
+// as for active tasks), and which of them are warmups.
+type standbyAssignment struct {
+	standby map[string][]int32
+	warmup  map[string][]int32
+}
+
+func (a standbyAssignment) encode() []byte {
+	b := []byte{metaVersion}
+	b = appendPartitions(b, a.standby)
+	return appendPartitions(b, a.warmup)
+}
+
+func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
+	var a standbyAssignment
+	if len(b) == 0 {
+		return a, nil
+	}
+	r := metaReader{b: b}
+	if v := r.byte(); v != metaVersion {
+		return a, fmt.Errorf("standby assignment version %d, want %d", v, metaVersion)
+	}
+	a.standby = r.partitions()
+	a.warmup = r.partitions()
+	return a, r.finish()
+}
+
+func compareTaskID(a, b taskID) int {
+	if a.proc != b.proc {
+		if a.proc < b.proc {
+			return -1
+		}
+		return 1
+	}
+	return int(a.part) - int(b.part)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendPartitions(b []byte, tps map[string][]int32) []byte {
+	topics := make([]string, 0, len(tps))
+	for t := range tps {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	b = binary.AppendUvarint(b, uint64(len(topics)))
+	for _, t := range topics {
+		b = appendString(b, t)
+		b = binary.AppendUvarint(b, uint64(len(tps[t])))
+		for _, p := range tps[t] {
+			b = binary.AppendVarint(b, int64(p))
+		}
+	}
+	return b
+}
+
+// metaReader reads what the append functions write; the first problem sticks in err.
+type metaReader struct {
+	b   []byte
+	err error
+}
+
+var errMetaShort = errors.New("truncated or malformed user data")
+
+func (r *metaReader) fail() {
+	if r.err == nil {
+		r.err = errMetaShort
+	}
+}
+
+func (r *metaReader) byte() byte {
+	if r.err != nil || len(r.b) == 0 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *metaReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *metaReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *metaReader) string() string {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *metaReader) partitions() map[string][]int32 {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) { // each topic takes at least a byte
+		r.fail()
+		return nil
+	}
+	out := make(map[string][]int32, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		t := r.string()
+		k := r.uvarint()
+		if k > uint64(len(r.b)) {
+			r.fail()
+			break
+		}
+		for j := uint64(0); j < k && r.err == nil; j++ {
+			p := r.varint()
+			if p < 0 || p > 1<<31-1 {
+				r.fail()
+			}
+			out[t] = append(out[t], int32(p))
+		}
+	}
+	return out
+}
+
+func (r *metaReader) finish() error {
+	if r.err == nil && len(r.b) > 0 {
+		r.fail()
+	}
+	return r.err
+}

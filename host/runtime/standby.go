@@ -1,0 +1,354 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/store"
+)
+
+// Standby tasks keep copies of other instances' tasks: their stores are open here and follow
+// their changelogs (restore.Restorer.Follow on a client of their own), without a plugin. The
+// group's leader assigns them in each member's sync assignment (standbyAssignment): the
+// standby_replicas copies of each task, and warmups, standbys placed where the balancer wants
+// a task to move once it has caught up. When a task becomes active here, its standby closes
+// first and the active task restores only what the standby had not applied yet.
+//
+// The loop owns the standby tasks (under r.mu): syncStandbys opens and closes them to match
+// the assignment, and restarts the follower over the new set. The follower goroutine owns
+// their stores while it runs.
+
+// standbys is the standby side of a Runtime.
+type standbys struct {
+	want    map[taskID]bool // the latest assignment's standbys, warmups included
+	warmups map[taskID]bool // the latest assignment's warmups
+	tasks   map[taskID]*changelog.Task
+
+	cancel  context.CancelFunc // stops the follower; nil when none runs
+	done    chan error         // the follower's result
+	retryAt time.Time          // when to open or follow again after a failure; zero: now
+
+	warmupsAt time.Time // when the warmups were assigned
+	probed    bool      // a rebalance was asked for since the warmups were assigned
+}
+
+// setStandbys records this member's standby assignment of a rebalance (from the group's
+// goroutine, through the inbox).
+func (r *Runtime) setStandbys(sa standbyAssignment) {
+	want, warm := map[taskID]bool{}, map[taskID]bool{}
+	for topic, parts := range sa.standby {
+		for _, p := range parts {
+			for _, proc := range r.readers[topic] {
+				if hasLoggedStore(proc) {
+					want[taskID{proc.cfg.Name, p}] = true
+				}
+			}
+		}
+	}
+	for topic, parts := range sa.warmup {
+		for _, p := range parts {
+			for _, proc := range r.readers[topic] {
+				if hasLoggedStore(proc) {
+					want[taskID{proc.cfg.Name, p}] = true
+					warm[taskID{proc.cfg.Name, p}] = true
+				}
+			}
+		}
+	}
+	r.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm}})
+}
+
+// standbyEvent is a standby assignment handed to the loop.
+type standbyEvent struct{ want, warmups map[taskID]bool }
+
+func hasLoggedStore(p *processor) bool {
+	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
+}
+
+// applyStandbyEvent takes a standby assignment in the loop. The caller holds r.mu.
+func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
+	sb := &r.sb
+	if !maps.Equal(sb.warmups, ev.warmups) {
+		sb.warmupsAt, sb.probed = time.Now(), false
+		if len(ev.warmups) > 0 {
+			r.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
+		}
+	}
+	sb.want, sb.warmups = ev.want, ev.warmups
+}
+
+// syncStandbys makes the open standby tasks match the assignment, minus the tasks that are
+// active here, and (re)starts the follower when the set changed or it stopped. The caller
+// holds r.mu.
+func (r *Runtime) syncStandbys(ctx context.Context) {
+	sb := &r.sb
+	want := make(map[taskID]bool, len(sb.want))
+	for id := range sb.want {
+		if r.tasks[id] == nil {
+			want[id] = true
+		}
+	}
+	if sb.cancel != nil {
+		select {
+		case err := <-sb.done:
+			r.followerStopped(err)
+		default:
+		}
+	}
+	same := len(want) == len(sb.tasks)
+	for id := range want {
+		same = same && sb.tasks[id] != nil
+	}
+	if same && (sb.cancel != nil || len(want) == 0) {
+		return
+	}
+	if time.Now().Before(sb.retryAt) {
+		return
+	}
+	sb.retryAt = time.Time{}
+	r.stopFollower()
+	for id, cl := range sb.tasks {
+		if !want[id] {
+			r.closeStandby(id, cl)
+		}
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(want), compareTaskID) {
+		if sb.tasks[id] != nil {
+			continue
+		}
+		cl, err := r.openStandby(id)
+		if err != nil {
+			if !errors.Is(err, changelog.ErrInFlight) {
+				r.log.Warn("cannot open a standby task; retrying in a second", "processor", id.proc, "partition", id.part, "error", err)
+			}
+			sb.retryAt = time.Now().Add(time.Second)
+			continue
+		}
+		sb.tasks[id] = cl
+	}
+	if len(sb.tasks) == 0 {
+		return
+	}
+	cls := make([]*changelog.Task, 0, len(sb.tasks))
+	for _, id := range slices.SortedFunc(maps.Keys(sb.tasks), compareTaskID) {
+		cls = append(cls, sb.tasks[id])
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	sb.cancel, sb.done = cancel, done
+	go func() { done <- r.follower.Follow(fctx, cls...) }()
+	r.log.Debug("standby tasks follow their changelogs", "tasks", len(cls))
+}
+
+// followerStopped handles the follower's end on its own (a fetch failed, a changelog was
+// truncated): it restarts after a second. The caller holds r.mu.
+func (r *Runtime) followerStopped(err error) {
+	r.sb.cancel()
+	r.sb.cancel, r.sb.done = nil, nil
+	r.log.Warn("standby tasks stopped following their changelogs; restarting in a second", "error", err)
+	r.sb.retryAt = time.Now().Add(time.Second)
+	// The tasks stay open; syncStandbys restarts the follower over them.
+	for id, cl := range r.sb.tasks {
+		r.closeStandby(id, cl) // reopened by the next sync: a wiped or failed store starts clean
+	}
+}
+
+// stopFollower stops the follower and waits for it. The caller holds r.mu.
+func (r *Runtime) stopFollower() {
+	if r.sb.cancel == nil {
+		return
+	}
+	r.sb.cancel()
+	<-r.sb.done
+	r.sb.cancel, r.sb.done = nil, nil
+}
+
+// openStandby opens the stores of a standby task.
+func (r *Runtime) openStandby(id taskID) (*changelog.Task, error) {
+	proc := r.procByName(id.proc)
+	if proc == nil {
+		return nil, fmt.Errorf("runtime: standby task %s: unknown processor", id)
+	}
+	cl, err := changelog.OpenTask(r.stores, r.producer, changelog.TaskConfig{
+		AppID:     r.cfg.ApplicationID,
+		Processor: id.proc,
+		Partition: id.part,
+		Stores:    proc.stores,
+		Logger:    r.opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.local.opened(id)
+	r.status.setState(id, "standby")
+	r.log.Info("standby task opened", "processor", id.proc, "partition", id.part)
+	return cl, nil
+}
+
+// closeStandby closes a standby task (the follower is stopped) and records what it keeps.
+func (r *Runtime) closeStandby(id taskID, cl *changelog.Task) {
+	delete(r.sb.tasks, id)
+	cps := checkpoints(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Close(ctx); err != nil {
+		r.log.Warn("closing a standby task", "processor", id.proc, "partition", id.part, "error", err)
+	}
+	r.local.closed(id, cps)
+	if r.tasks[id] == nil {
+		r.status.remove(id)
+	}
+	r.log.Info("standby task closed", "processor", id.proc, "partition", id.part)
+}
+
+// closeStandbys stops the follower and closes every standby task (shutdown). The caller holds r.mu.
+func (r *Runtime) closeStandbys() {
+	r.stopFollower()
+	for id, cl := range r.sb.tasks {
+		r.closeStandby(id, cl)
+	}
+}
+
+// checkpoints returns the checkpoints of a task's persistent logged stores, store -> offset.
+func checkpoints(cl *changelog.Task) map[string]int64 {
+	out := map[string]int64{}
+	for _, ls := range cl.LoggedStores() {
+		if !ls.Part.Persistent() {
+			continue
+		}
+		if cp, ok, err := ls.Part.Checkpoint(); err == nil && ok {
+			out[ls.Store] = cp.Offset
+		}
+	}
+	return out
+}
+
+// procByName returns the processor called name, or nil.
+func (r *Runtime) procByName(name string) *processor {
+	for _, p := range r.procs {
+		if p.cfg.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// warmupProbeInterval is how often the loop checks whether its warmups have caught up.
+const warmupProbeInterval = time.Second
+
+// probeWarmups asks for a rebalance once every warmup of this member has caught up (lag <=
+// acceptable_recovery_lag), so that the leader moves their tasks here, or when the warmups have
+// waited probing_rebalance_interval. The caller holds r.mu.
+func (r *Runtime) probeWarmups() {
+	sb := &r.sb
+	if len(sb.warmups) == 0 || sb.probed {
+		if len(sb.warmups) > 0 && time.Since(sb.warmupsAt) >= r.cfg.ProbingRebalanceInterval {
+			sb.warmupsAt, sb.probed = time.Now(), false // probe again
+		}
+		return
+	}
+	caughtUp := true
+	for id := range sb.warmups {
+		if r.tasks[id] != nil {
+			continue // active here already
+		}
+		lag, known := r.local.lag(id)
+		if !known || lag > r.cfg.AcceptableRecoveryLag {
+			caughtUp = false
+		}
+	}
+	if !caughtUp && time.Since(sb.warmupsAt) < r.cfg.ProbingRebalanceInterval {
+		return
+	}
+	sb.probed = true
+	r.log.Info("asking for a rebalance: warmups caught up or probing interval elapsed", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
+	r.consumer.ForceRebalance()
+}
+
+// cleanupInterval is how often the loop looks for local state to delete.
+const cleanupInterval = 30 * time.Second
+
+// cleanupEvery is how often the loop looks for local state to delete: every cleanupInterval,
+// or state_cleanup_delay when that is shorter.
+func (r *Runtime) cleanupEvery() time.Duration { return min(cleanupInterval, r.cfg.StateCleanupDelay) }
+
+// cleanupState deletes the local state of tasks that were neither active nor standby here for
+// state_cleanup_delay. The caller holds r.mu.
+func (r *Runtime) cleanupState() {
+	for id, since := range r.local.idleSince() {
+		if time.Since(since) < r.cfg.StateCleanupDelay || r.tasks[id] != nil || r.sb.tasks[id] != nil {
+			continue
+		}
+		if err := r.stores.DeleteTask(store.TaskID{Processor: id.proc, Partition: id.part}); err != nil {
+			r.log.Warn("cannot delete the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part, "error", err)
+			continue
+		}
+		r.local.forget(id)
+		r.log.Info("deleted the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part,
+			"idle_for", time.Since(since).Round(time.Second))
+	}
+}
+
+// describeTasks lists task ids, sorted, for logs.
+func describeTasks(ids map[taskID]bool) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range slices.SortedFunc(maps.Keys(ids), compareTaskID) {
+		out = append(out, id.String())
+	}
+	return out
+}
+
+// nextStandbyWork returns when the loop next has standby work without records: a retry of the
+// standbys, a probe of the warmups, a look for state to delete.
+func (r *Runtime) nextStandbyWork() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := r.cleanedAt.Add(r.cleanupEvery())
+	if !r.sb.retryAt.IsZero() && r.sb.retryAt.Before(next) {
+		next = r.sb.retryAt
+	}
+	if len(r.sb.warmups) > 0 {
+		next = minTime(next, time.Now().Add(warmupProbeInterval))
+	}
+	return next, true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// newBalancer returns the group balancer of this instance, with its state and its standby
+// assignments wired to the runtime.
+func (r *Runtime) newBalancer() *taskBalancer {
+	b := newTaskBalancer(r.procs)
+	b.appID = r.cfg.ApplicationID
+	b.params = assignParams{standbys: r.cfg.StandbyReplicas, acceptableLag: r.cfg.AcceptableRecoveryLag}
+	b.log = r.log.Named("balancer")
+	b.state = r.local.report
+	b.onSync = r.setStandbys
+	b.endOffsets = func(topics []string) (map[topicPartition]int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		listed, err := r.adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = listed.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := map[topicPartition]int64{}
+		listed.Each(func(o kadm.ListedOffset) { out[topicPartition{o.Topic, o.Partition}] = o.Offset })
+		return out, nil
+	}
+	return b
+}

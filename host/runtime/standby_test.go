@@ -1,0 +1,149 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/statehost/statehost/internal/wordgen"
+)
+
+// TestStandbyTakeover: with standby_replicas = 1, each of two instances keeps standby copies of
+// the other's count tasks, following their changelogs. When one stops, the other takes its
+// tasks over and restores only what its standbys had not applied: far below the changelog.
+func TestStandbyTakeover(t *testing.T) {
+	brokers := cluster(t)
+	src := "standby_replicas = 1\n" + fmt.Sprintf(wordcountHCL, "pebble", true)
+	cfgA := loadConfig(t, t.TempDir(), src)
+	cfgB := loadConfig(t, t.TempDir(), src)
+	cl, adm := client(t, brokers)
+
+	a := start(t, cfgA, brokers)
+	b := start(t, cfgB, brokers)
+	lines, ref := wordgen.Sentences(3000, 3)
+	produce(t, cl, "sentences", lines...)
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
+	waitFor(t, 60*time.Second, "the 7 tasks shared and every count task with a caught-up standby", func() bool {
+		ra, rb := running(a.rt), running(b.rt)
+		return ra > 0 && rb > 0 && ra+rb == 7 && standbysCaughtUp(a.rt, b.rt) == 3
+	})
+	ends, err := adm.ListEndOffsets(context.Background(), "wc-counts-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changelog int64
+	ends.Each(func(o kadm.ListedOffset) { changelog += o.Offset })
+	before := b.events.restored()["counts"]
+
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the second instance to take every task", func() bool { return running(b.rt) == 7 })
+	tail := b.events.restored()["counts"] - before
+	t.Logf("changelog %d records; the takeover restored %d", changelog, tail)
+	if tail*10 > changelog {
+		t.Errorf("the takeover restored %d records of a changelog of %d: the standbys did not keep up", tail, changelog)
+	}
+	feed(t, cl, ref, 300, 9)
+	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
+}
+
+// standbysCaughtUp counts the count tasks that one of the instances runs and the other follows
+// as a caught-up standby (lag 0 against the ends it saw).
+func standbysCaughtUp(rts ...*Runtime) int {
+	n := 0
+	for p := range int32(3) {
+		id := taskID{"count", p}
+		for _, rt := range rts {
+			rt.mu.Lock()
+			open := rt.sb.tasks[id] != nil
+			rt.mu.Unlock()
+			if lag, known := rt.local.lag(id); open && known && lag == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestWarmupThenMove: a second instance joins an instance whose tasks have 2000 changelog
+// records each, with acceptable_recovery_lag = 100. Balance wants one task on the newcomer,
+// which is not caught up: the task stays, a warmup restores it on the newcomer, which then
+// asks for a rebalance and gets the task, restoring only a short tail. The first instance
+// deletes its copy of the moved task after state_cleanup_delay.
+func TestWarmupThenMove(t *testing.T) {
+	brokers := cluster(t)
+	src := `
+application_id          = "warm"
+commit_interval         = "100ms"
+acceptable_recovery_lag = 100
+state_cleanup_delay     = "2s"
+admin { listen = "" }
+topic "keys" {
+  partitions = 2
+}
+processor "count" {
+  module  = "{{count}}"
+  inputs  = ["keys"]
+  outputs = ["key-counts"]
+  store "counts" {}
+}
+`
+	cfgA := loadConfig(t, t.TempDir(), src)
+	cfgB := loadConfig(t, t.TempDir(), src)
+	cl, _ := client(t, brokers)
+
+	a := start(t, cfgA, brokers)
+	ref := map[string]int{}
+	keys := make([]string, 4000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i) // distinct keys: the changelog does not compact away
+		ref[keys[i]]++
+	}
+	produceKeyed(t, cl, "keys", keys)
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+
+	b := start(t, cfgB, brokers)
+	sawWarmup := false
+	waitFor(t, 90*time.Second, "the newcomer to run a task", func() bool {
+		for _, ts := range b.rt.Status().Tasks {
+			sawWarmup = sawWarmup || ts.State == "standby"
+		}
+		return running(b.rt) == 1
+	})
+	if !sawWarmup {
+		t.Error("the task moved without a warmup on the newcomer")
+	}
+	if got := b.events.restored()["counts"]; got > 200 {
+		t.Errorf("the newcomer restored %d records when the task moved, want at most about acceptable_recovery_lag (100)", got)
+	}
+	if running(a.rt) != 1 {
+		t.Errorf("the first instance runs %d tasks, want 1", running(a.rt))
+	}
+	moved := taskID{"count", 0}
+	if a.rt.Status().Tasks[0].Partition == 0 {
+		moved.part = 1
+	}
+	waitFor(t, 30*time.Second, "the first instance to delete its copy of the moved task", func() bool {
+		held, err := a.rt.stores.LocalTasks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lt := range held {
+			if lt.ID.Processor == moved.proc && lt.ID.Partition == moved.part {
+				return false
+			}
+		}
+		return true
+	})
+	more := []string{"k1", "k2", "k3", "k4"}
+	for _, k := range more {
+		ref[k]++
+	}
+	produceKeyed(t, cl, "keys", more)
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+}
