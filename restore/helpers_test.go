@@ -224,3 +224,14 @@ func (e *env) lastStable(t testing.TB, topic string, partition int32) int64 {
 	}
 	return o.Offset
 }
+
+// restoredBatches returns the records applied in the batches so far (a standby has no end events).
+func (r *recorder) restoredBatches() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := int64(0)
+	for _, e := range r.batches {
+		n += int64(e.Records)
+	}
+	return n
+}

@@ -123,10 +123,12 @@ type tpKey struct {
 // files. Each fetch is applied as one batch with the store's checkpoint, so
 // an interrupted restore resumes where it stopped.
 //
-// Persistent stores resume at checkpoint + 1; a checkpoint that does not fit
-// the changelog (beyond its end, before its start, or written for a previous
-// topic of the same name) is discarded with a warning: the store is wiped and
-// restored from the start. Memory stores always restore from the start.
+// Stores resume at checkpoint + 1; a checkpoint that does not fit the
+// changelog (beyond its end, before its start, or written for a previous topic
+// of the same name) is discarded with a warning: the store is wiped and
+// restored from the start. A memory store has a checkpoint only for what it
+// applied since its task opened (a standby task promoted in place keeps it);
+// a freshly opened one restores from the start.
 //
 // When ctx is cancelled (a rebalance) Restore returns ctx's error promptly;
 // every store's checkpoint is at its last applied batch. The tasks must not
@@ -378,11 +380,9 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		logStart, logEnd, hw := so.Offset, eo.Offset, ho.Offset
 		part := tg.ls.Part
 		tg.start = logStart
-		if !part.Persistent() {
-			if err := part.Wipe(); err != nil {
-				return err
-			}
-		} else {
+		// A memory partition's checkpoint covers what it applied since its task opened (a
+		// standby promoted in place): it resumes like a persistent one.
+		{
 			cp, has, err := part.Checkpoint()
 			if err != nil {
 				return err
