@@ -20,7 +20,7 @@ import (
 type TaskStatus struct {
 	Processor string        `json:"processor"`
 	Partition int32         `json:"partition"`
-	State     string        `json:"state"` // "restoring" or "running"
+	State     string        `json:"state"` // "restoring", "running" or "standby"
 	Restores  []StoreStatus `json:"restores,omitempty"`
 }
 

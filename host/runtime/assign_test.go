@@ -47,7 +47,7 @@ func balanceLag(t *testing.T, b *taskBalancer, gen int32, members map[string]tes
 	out := map[string]testResult{}
 	for _, a := range into.IntoSyncAssignment() {
 		var sa standbyAssignment
-		b.onSync = func(s standbyAssignment) { sa = s }
+		b.onSync = func(s standbyAssignment, _ map[string][]int32) { sa = s }
 		got, err := b.ParseSyncAssignment(a.MemberAssignment)
 		if err != nil {
 			t.Fatal(err)

@@ -38,8 +38,9 @@ type taskBalancer struct {
 	// endOffsets lists the end offsets of changelog topics, for the leader; nil: the lag is
 	// judged by the members' reports alone.
 	endOffsets func(topics []string) (map[topicPartition]int64, error)
-	// onSync receives this member's standby assignment of each rebalance; nil ignores it.
-	onSync func(standbyAssignment)
+	// onSync receives this member's standby assignment of each rebalance, with its assigned
+	// partitions; nil ignores it.
+	onSync func(standbyAssignment, map[string][]int32)
 }
 
 // newTaskBalancer groups the input topics of procs: topics read by one processor share a
@@ -118,7 +119,7 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 		b.log.Warn("cannot read the standby assignment; this member keeps no standbys until the next rebalance", "error", err)
 	}
 	if b.onSync != nil {
-		b.onSync(sa)
+		b.onSync(sa, out)
 	}
 	return out, nil
 }

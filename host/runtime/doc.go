@@ -33,6 +33,13 @@
 // and restored them from their changelogs; a revoked task commits and closes; a lost task
 // closes without committing (the next owner restores what it had logged).
 //
+// The group's balancer (balancer.go, assign.go) assigns whole tasks, lag-aware: members report
+// the state they hold (warm.go, meta.go), active tasks go to caught-up members, and each
+// member's sync assignment also names its standby tasks and warmups, whose stores follow their
+// changelogs without a plugin (standby.go). A standby whose task becomes active here hands its
+// open stores to it. State of tasks a member no longer holds is deleted after
+// state_cleanup_delay.
+//
 // # Failures
 //
 // A plugin error or a failed commit stops the application: the other tasks commit and close

@@ -18,8 +18,11 @@ import (
 // their changelogs (restore.Restorer.Follow on a client of their own), without a plugin. The
 // group's leader assigns them in each member's sync assignment (standbyAssignment): the
 // standby_replicas copies of each task, and warmups, standbys placed where the balancer wants
-// a task to move once it has caught up. When a task becomes active here, its standby closes
-// first and the active task restores only what the standby had not applied yet.
+// a task to move once it has caught up. When a task becomes active here, the active task takes
+// its standby's open stores over (memory stores included) and restores only what the standby
+// had not applied yet. The standby assignment arrives (ParseSyncAssignment) before the
+// partitions (onAssigned): a standby whose task the same assignment makes active here stays
+// open until its task arrives.
 //
 // The loop owns the standby tasks (under r.mu): syncStandbys opens and closes them to match
 // the assignment, and restarts the follower over the new set. The follower goroutine owns
@@ -29,6 +32,7 @@ import (
 type standbys struct {
 	want    map[taskID]bool // the latest assignment's standbys, warmups included
 	warmups map[taskID]bool // the latest assignment's warmups
+	active  map[taskID]bool // the latest assignment's active tasks
 	tasks   map[taskID]*changelog.Task
 
 	cancel  context.CancelFunc // stops the follower; nil when none runs
@@ -40,9 +44,16 @@ type standbys struct {
 }
 
 // setStandbys records this member's standby assignment of a rebalance (from the group's
-// goroutine, through the inbox).
-func (r *Runtime) setStandbys(sa standbyAssignment) {
-	want, warm := map[taskID]bool{}, map[taskID]bool{}
+// goroutine, through the inbox), with the partitions the same assignment makes active here.
+func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32) {
+	want, warm, active := map[taskID]bool{}, map[taskID]bool{}, map[taskID]bool{}
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			for _, proc := range r.readers[topic] {
+				active[taskID{proc.cfg.Name, p}] = true
+			}
+		}
+	}
 	for topic, parts := range sa.standby {
 		for _, p := range parts {
 			for _, proc := range r.readers[topic] {
@@ -62,11 +73,11 @@ func (r *Runtime) setStandbys(sa standbyAssignment) {
 			}
 		}
 	}
-	r.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm}})
+	r.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
 }
 
 // standbyEvent is a standby assignment handed to the loop.
-type standbyEvent struct{ want, warmups map[taskID]bool }
+type standbyEvent struct{ want, warmups, active map[taskID]bool }
 
 func hasLoggedStore(p *processor) bool {
 	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
@@ -81,18 +92,26 @@ func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
 			r.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
 		}
 	}
-	sb.want, sb.warmups = ev.want, ev.warmups
+	sb.want, sb.warmups, sb.active = ev.want, ev.warmups, ev.active
 }
 
 // syncStandbys makes the open standby tasks match the assignment, minus the tasks that are
-// active here, and (re)starts the follower when the set changed or it stopped. The caller
-// holds r.mu.
+// active here, hands the standbys of tasks that became active here to them, and (re)starts
+// the follower when the set changed or it stopped. The caller holds r.mu.
 func (r *Runtime) syncStandbys(ctx context.Context) {
 	sb := &r.sb
 	want := make(map[taskID]bool, len(sb.want))
 	for id := range sb.want {
 		if r.tasks[id] == nil {
 			want[id] = true
+		}
+	}
+	handover := false
+	for id := range sb.tasks {
+		if t := r.tasks[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+			handover = true
+		} else if sb.active[id] && t == nil {
+			want[id] = true // its partitions are on their way (onAssigned): it stays open
 		}
 	}
 	if sb.cancel != nil {
@@ -106,22 +125,31 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 	for id := range want {
 		same = same && sb.tasks[id] != nil
 	}
-	if same && (sb.cancel != nil || len(want) == 0) {
+	if !handover && same && (sb.cancel != nil || len(want) == 0) {
 		return
 	}
-	if time.Now().Before(sb.retryAt) {
+	if !handover && time.Now().Before(sb.retryAt) {
 		return
 	}
 	sb.retryAt = time.Time{}
 	r.stopFollower()
 	for id, cl := range sb.tasks {
-		if !want[id] {
-			r.closeStandby(id, cl)
+		if want[id] {
+			continue
 		}
+		if t := r.tasks[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+			// Active here now: the task takes the standby's open stores over, memory stores
+			// included, and its restore applies only what the standby had not.
+			delete(sb.tasks, id)
+			t.cl = cl
+			r.log.Info("standby task promoted to active", "processor", id.proc, "partition", id.part)
+			continue
+		}
+		r.closeStandby(id, cl)
 	}
 	for _, id := range slices.SortedFunc(maps.Keys(want), compareTaskID) {
-		if sb.tasks[id] != nil {
-			continue
+		if sb.tasks[id] != nil || !sb.want[id] {
+			continue // open, or kept open only until its active task arrives
 		}
 		cl, err := r.openStandby(id)
 		if err != nil {
@@ -254,17 +282,18 @@ func (r *Runtime) probeWarmups() {
 		}
 		return
 	}
-	caughtUp := true
+	caughtUp, pending := true, 0
 	for id := range sb.warmups {
 		if r.tasks[id] != nil {
 			continue // active here already
 		}
+		pending++
 		lag, known := r.local.lag(id)
 		if !known || lag > r.cfg.AcceptableRecoveryLag {
 			caughtUp = false
 		}
 	}
-	if !caughtUp && time.Since(sb.warmupsAt) < r.cfg.ProbingRebalanceInterval {
+	if pending == 0 || (!caughtUp && time.Since(sb.warmupsAt) < r.cfg.ProbingRebalanceInterval) {
 		return
 	}
 	sb.probed = true

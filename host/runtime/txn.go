@@ -422,6 +422,7 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 	}
 	aborts := r.txn.aborts
 	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
+	r.closeStandbys() // they were opened with the session's producer, which goes
 	r.purging.Lock()
 	r.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
 	r.consumer.AllowRebalance()
