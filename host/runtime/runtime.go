@@ -337,8 +337,8 @@ func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 	return spec
 }
 
-// connect creates the Kafka clients: one for admin requests and (at-least-once) produces, one
-// restore consumer, and the group consumer (created last, in Run, so that nothing is assigned
+// connect creates the Kafka clients: one for admin requests and (at-least-once) produces, a
+// restore consumer for active tasks and one for standby tasks, and the group consumer (created last, in Run, so that nothing is assigned
 // before the runtime can take it; under exactly-once it is the producer too).
 func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
@@ -356,52 +356,41 @@ func (r *Runtime) connect() error {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
-	// Changelogs are read read_committed under both guarantees: at-least-once writes no
-	// transactions, but a changelog may hold aborted records of an earlier exactly-once run,
-	// which must never reach a store.
-	r.restoreCl, err = kgo.NewClient(brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID+"-restore"),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.KeepControlRecords(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	if err != nil {
-		return fmt.Errorf("runtime: create the restore client: %w", err)
-	}
 	listener := multiListener{r.status, r.local}
 	if r.opts.RestoreListener != nil {
 		listener = append(listener, r.opts.RestoreListener)
 	}
-	r.restorer, err = restore.New(r.restoreCl, kadm.NewClient(r.restoreCl), restore.Settings{
-		ReadCommitted: true,
-		Listener:      listener,
-		Logger:        r.opts.Logger,
-	})
-	if err != nil {
-		return fmt.Errorf("runtime: %w", err)
+	if r.restoreCl, r.restorer, err = r.newRestorer("restore", listener, r.opts.Logger); err != nil {
+		return err
 	}
 	// The standby tasks follow their changelogs on a client of their own: a restore of active
 	// tasks never waits for them, nor they for it.
-	r.followCl, err = kgo.NewClient(brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID+"-standby"),
+	r.followCl, r.follower, err = r.newRestorer("standby", multiListener{r.status, r.local}, r.opts.Logger.Named("standby"))
+	return err
+}
+
+// newRestorer creates a restore client (the client id <application_id>-<name>) and its
+// Restorer. Changelogs are read read_committed under both guarantees: at-least-once writes no
+// transactions, but a changelog may hold aborted records of an earlier exactly-once run,
+// which must never reach a store.
+func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Logger) (*kgo.Client, *restore.Restorer, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.opts.Brokers...),
+		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
+		kgo.ClientID(r.cfg.ApplicationID+"-"+name),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.KeepControlRecords(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	if err != nil {
-		return fmt.Errorf("runtime: create the standby client: %w", err)
+		return nil, nil, fmt.Errorf("runtime: create the %s client: %w", name, err)
 	}
-	r.follower, err = restore.New(r.followCl, kadm.NewClient(r.followCl), restore.Settings{
-		ReadCommitted: true,
-		Listener:      multiListener{r.status, r.local},
-		Logger:        r.opts.Logger.Named("standby"),
-	})
+	rs, err := restore.New(cl, kadm.NewClient(cl), restore.Settings{ReadCommitted: true, Listener: lis, Logger: logger})
 	if err != nil {
-		return fmt.Errorf("runtime: %w", err)
+		cl.Close()
+		return nil, nil, fmt.Errorf("runtime: %w", err)
 	}
-	return nil
+	return cl, rs, nil
 }
 
 // producerOpts are the options of the client that produces the tasks' changelog and output
