@@ -40,7 +40,7 @@ type standbys struct {
 	retryAt time.Time          // when to open or follow again after a failure; zero: now
 
 	warmupsAt time.Time // when the warmups were assigned
-	probed    bool      // a rebalance was asked for since the warmups were assigned
+	askedAt   time.Time // when this member last asked for a rebalance for its warmups
 }
 
 // setStandbys records this member's standby assignment of a rebalance (from the group's
@@ -87,7 +87,7 @@ func hasLoggedStore(p *processor) bool {
 func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
 	sb := &r.sb
 	if !maps.Equal(sb.warmups, ev.warmups) {
-		sb.warmupsAt, sb.probed = time.Now(), false
+		sb.warmupsAt = time.Now()
 		if len(ev.warmups) > 0 {
 			r.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
 		}
@@ -271,17 +271,17 @@ func (r *Runtime) procByName(name string) *processor {
 // warmupProbeInterval is how often the loop checks whether its warmups have caught up.
 const warmupProbeInterval = time.Second
 
-// probeWarmups asks for a rebalance once every warmup of this member has caught up (lag <=
-// acceptable_recovery_lag), so that the leader moves their tasks here, or when the warmups have
-// waited probing_rebalance_interval. The caller holds r.mu.
+// warmupAskInterval is the least time between two rebalances a member asks for because its
+// warmups caught up: the leader, which lists the end offsets later, may find them behind
+// again under a steady input, and then the member asks again.
+const warmupAskInterval = 10 * time.Second
+
+// probeWarmups asks for a rebalance when every warmup of this member has caught up (lag <=
+// acceptable_recovery_lag, against the high watermarks its standby fetches saw), so that the
+// leader moves their tasks here; and, caught up or not, every probing_rebalance_interval while
+// it has warmups (Kafka Streams' probing rebalances). The caller holds r.mu.
 func (r *Runtime) probeWarmups() {
 	sb := &r.sb
-	if len(sb.warmups) == 0 || sb.probed {
-		if len(sb.warmups) > 0 && time.Since(sb.warmupsAt) >= r.cfg.ProbingRebalanceInterval {
-			sb.warmupsAt, sb.probed = time.Now(), false // probe again
-		}
-		return
-	}
 	caughtUp, pending := true, 0
 	for id := range sb.warmups {
 		if r.tasks[id] != nil {
@@ -293,11 +293,21 @@ func (r *Runtime) probeWarmups() {
 			caughtUp = false
 		}
 	}
-	if pending == 0 || (!caughtUp && time.Since(sb.warmupsAt) < r.cfg.ProbingRebalanceInterval) {
+	if pending == 0 {
 		return
 	}
-	sb.probed = true
-	r.log.Info("asking for a rebalance: warmups caught up or probing interval elapsed", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
+	last := sb.warmupsAt
+	if sb.askedAt.After(last) {
+		last = sb.askedAt
+	}
+	switch {
+	case caughtUp && time.Since(sb.askedAt) >= warmupAskInterval:
+	case time.Since(last) >= r.cfg.ProbingRebalanceInterval:
+	default:
+		return
+	}
+	sb.askedAt = time.Now()
+	r.log.Info("asking for a rebalance to move the tasks of warmups", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
 	r.consumer.ForceRebalance()
 }
 
