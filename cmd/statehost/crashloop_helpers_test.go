@@ -65,7 +65,7 @@ type crashOffsets struct {
 }
 
 // crashListOffsets returns the offsets of topic; a topic that does not exist has none.
-func crashListOffsets(t *testing.T, addr, topic string) crashOffsets {
+func crashListOffsets(t testing.TB, addr, topic string) crashOffsets {
 	t.Helper()
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()
@@ -99,7 +99,7 @@ func crashListOffsets(t *testing.T, addr, topic string) crashOffsets {
 }
 
 // crashInputProgress returns how many sentences the group has committed and how many there are.
-func crashInputProgress(t *testing.T, addr string) (committed, produced int64) {
+func crashInputProgress(t testing.TB, addr string) (committed, produced int64) {
 	t.Helper()
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()
@@ -164,7 +164,7 @@ func crashTails(t *testing.T, addr, stateDir string) map[int32]crashTail {
 // aborted transactions are left out. The reader keeps control records to see where it is
 // (the marker of a transaction is the last offset of a partition) and drops them from the
 // result. It fails the test after 60 s.
-func crashReadRecords(t *testing.T, addr, topic string, readCommitted bool, upTo map[int32]int64) map[int32][]*kgo.Record {
+func crashReadRecords(t testing.TB, addr, topic string, readCommitted bool, upTo map[int32]int64) map[int32][]*kgo.Record {
 	t.Helper()
 	out, missing := crashTryReadRecords(t, addr, topic, readCommitted, upTo, 60*time.Second)
 	if len(missing) > 0 {
@@ -175,7 +175,7 @@ func crashReadRecords(t *testing.T, addr, topic string, readCommitted bool, upTo
 
 // crashTryReadRecords is crashReadRecords, which gives up after timeout and returns the partitions it
 // did not read to their end (a purge may have removed their last records meanwhile).
-func crashTryReadRecords(t *testing.T, addr, topic string, readCommitted bool, upTo map[int32]int64, timeout time.Duration) (map[int32][]*kgo.Record, map[int32]int64) {
+func crashTryReadRecords(t testing.TB, addr, topic string, readCommitted bool, upTo map[int32]int64, timeout time.Duration) (map[int32][]*kgo.Record, map[int32]int64) {
 	t.Helper()
 	opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords(), kgo.FetchMaxWait(200 * time.Millisecond)}
@@ -220,7 +220,7 @@ func crashTryReadRecords(t *testing.T, addr, topic string, readCommitted bool, u
 // crashLastDataEnds returns, for each partition of topic, the offset after its last data record
 // that read_committed sees below the last stable offset (0 when there is none): the offset a
 // consumer group that processed everything committed in topic has committed at least.
-func crashLastDataEnds(t *testing.T, addr, topic string) map[int32]int64 {
+func crashLastDataEnds(t testing.TB, addr, topic string) map[int32]int64 {
 	t.Helper()
 	for range 10 {
 		offs := crashListOffsets(t, addr, topic)
@@ -254,7 +254,7 @@ func crashLastDataEnds(t *testing.T, addr, topic string) map[int32]int64 {
 // the records of a later one (the repartition topic) are final once an earlier one (its
 // source) is processed. Under exactly_once the end offset of a transactional topic counts the
 // commit markers, which no consumer commits past: hence the last data record, not the end.
-func crashWaitProcessed(t *testing.T, addr, group string, timeout time.Duration, topics ...string) {
+func crashWaitProcessed(t testing.TB, addr, group string, timeout time.Duration, topics ...string) {
 	t.Helper()
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()
@@ -293,7 +293,7 @@ func crashWaitProcessed(t *testing.T, addr, group string, timeout time.Duration,
 // crashWaitStable waits until no transaction is open on topic (its last stable offset equals its
 // high watermark on every partition) and returns the offsets; it reports an error if one
 // stays open beyond timeout.
-func crashWaitStable(t *testing.T, addr, topic string, timeout time.Duration) crashOffsets {
+func crashWaitStable(t testing.TB, addr, topic string, timeout time.Duration) crashOffsets {
 	t.Helper()
 	start := time.Now()
 	for {

@@ -41,7 +41,7 @@ var (
 
 // buildModules builds the tokenize, count and windowcount plugins once for the tests of the package, into
 // the directory of the test binary (removed by TestMain).
-func buildModules(t *testing.T) map[string]string {
+func buildModules(t testing.TB) map[string]string {
 	t.Helper()
 	buildBinary(t)
 	modulesOnce.Do(func() {
@@ -72,7 +72,7 @@ func buildModules(t *testing.T) map[string]string {
 
 // writeAppConfig writes the word-count configuration for the broker at addr into dir and
 // returns its path; the state directory is dir/state, so the app's is dir/state/wordcount.
-func writeAppConfig(t *testing.T, dir, addr string, logging bool) string {
+func writeAppConfig(t testing.TB, dir, addr string, logging bool) string {
 	t.Helper()
 	return writeAppConfigWith(t, dir, addr, appOptions{commitInterval: e2eCommit, loggingDisabled: !logging})
 }
@@ -83,11 +83,14 @@ type appOptions struct {
 	commitInterval  time.Duration // 0: the guarantee's default
 	sessionTimeout  time.Duration // 0: the default
 	loggingDisabled bool
+	admin           bool  // an admin listener on a free port of 127.0.0.1 (logged: "admin listening"); false: none
+	standbyReplicas int   // standby_replicas; 0: the default (none)
+	recoveryLag     int64 // acceptable_recovery_lag; 0: the default
 }
 
 // writeAppConfigWith writes the word-count configuration with the options o into dir (created
 // when missing) as app.hcl, and returns its path; the state directory is dir/state.
-func writeAppConfigWith(t *testing.T, dir, addr string, o appOptions) string {
+func writeAppConfigWith(t testing.TB, dir, addr string, o appOptions) string {
 	t.Helper()
 	mods := buildModules(t)
 	var top strings.Builder
@@ -100,6 +103,16 @@ func writeAppConfigWith(t *testing.T, dir, addr string, o appOptions) string {
 	if o.sessionTimeout > 0 {
 		fmt.Fprintf(&top, "session_timeout = %q\n", o.sessionTimeout.String())
 	}
+	if o.standbyReplicas > 0 {
+		fmt.Fprintf(&top, "standby_replicas = %d\n", o.standbyReplicas)
+	}
+	if o.recoveryLag > 0 {
+		fmt.Fprintf(&top, "acceptable_recovery_lag = %d\n", o.recoveryLag)
+	}
+	listen := ""
+	if o.admin {
+		listen = "127.0.0.1:0"
+	}
 	logBlock := "logging {\n      enabled      = true\n      topic_config = { \"min.compaction.lag.ms\" = \"0\" }\n    }"
 	if o.loggingDisabled {
 		logBlock = "logging {\n      enabled = false\n    }"
@@ -110,7 +123,7 @@ state_dir       = %q
   brokers = [%q]
 }
 admin {
-  listen = ""
+  listen = %q
 }
 topic "sentences" {
   partitions = 4
@@ -131,7 +144,7 @@ processor "count" {
     %s
   }
 }
-`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, mods["tokenize"], mods["count"], logBlock)
+`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, listen, mods["tokenize"], mods["count"], logBlock)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +171,7 @@ type appProcess struct {
 
 // startApp starts `statehost run --config cfg --log-json [args]`. Cleanup kills it if it
 // still runs, and logs its stderr (or writes it to p.logFile when set) if the test failed.
-func startApp(t *testing.T, bin, cfg, name string, args ...string) *appProcess {
+func startApp(t testing.TB, bin, cfg, name string, args ...string) *appProcess {
 	t.Helper()
 	p := &appProcess{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json"}, args...)...)
@@ -216,6 +229,7 @@ type logLine struct {
 	EndOffset int64  `json:"end_offset"`
 	Records   int64  `json:"records"`
 	Error     string `json:"error"`
+	Addr      string `json:"addr"`
 }
 
 // logs returns the JSON lines logged so far with the message msg (all lines for "").
@@ -233,7 +247,7 @@ func (p *appProcess) logs(msg string) []logLine {
 }
 
 // waitLog polls the logs until cond holds; it fails the test if the process exits first.
-func (p *appProcess) waitLog(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func (p *appProcess) waitLog(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -248,7 +262,7 @@ func (p *appProcess) waitLog(t *testing.T, timeout time.Duration, what string, c
 }
 
 // waitTasks waits until every task of the word count has logged "task running".
-func (p *appProcess) waitTasks(t *testing.T, timeout time.Duration) {
+func (p *appProcess) waitTasks(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	p.waitLog(t, timeout, "all tasks running", func() bool {
 		seen := map[string]bool{}
@@ -284,7 +298,7 @@ func (p *appProcess) restoredRecords() int64 {
 }
 
 // stop sends sig and waits for the exit code.
-func (p *appProcess) stop(t *testing.T, sig syscall.Signal) int {
+func (p *appProcess) stop(t testing.TB, sig syscall.Signal) int {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
@@ -293,7 +307,7 @@ func (p *appProcess) stop(t *testing.T, sig syscall.Signal) int {
 }
 
 // wait waits for the process to exit and returns its exit code.
-func (p *appProcess) wait(t *testing.T, timeout time.Duration) int {
+func (p *appProcess) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -305,7 +319,7 @@ func (p *appProcess) wait(t *testing.T, timeout time.Duration) int {
 }
 
 // produceLines writes lines to topic with the `statehost produce` command as a process.
-func produceLines(t *testing.T, bin, addr, topic string, lines []string) {
+func produceLines(t testing.TB, bin, addr, topic string, lines []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -325,7 +339,7 @@ func addCounts(ref, more map[string]int) {
 }
 
 // newKafkaClient returns a client of the broker at addr; the caller closes it.
-func newKafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+func newKafkaClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
@@ -335,7 +349,7 @@ func newKafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 }
 
 // topicEnds returns the end offsets of topic by partition.
-func topicEnds(t *testing.T, addr, topic string) map[int32]int64 {
+func topicEnds(t testing.TB, addr, topic string) map[int32]int64 {
 	t.Helper()
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()
@@ -356,20 +370,20 @@ func topicEnds(t *testing.T, addr, topic string) map[int32]int64 {
 }
 
 // latest reads topic to its current end: see topictest.Latest.
-func latest(t *testing.T, addr, topic string) (map[string]string, int) {
+func latest(t testing.TB, addr, topic string) (map[string]string, int) {
 	t.Helper()
 	return topictest.Latest(t, []string{addr}, topic)
 }
 
 // waitCounts waits until the latest values of topic equal want.
-func waitCounts(t *testing.T, addr, topic string, want map[string]string) {
+func waitCounts(t testing.TB, addr, topic string, want map[string]string) {
 	t.Helper()
 	topictest.WaitLatest(t, []string{addr}, topic, want, 90*time.Second)
 }
 
 // waitCommitted waits until the group's committed offsets equal the end offsets of the
 // topics, on every partition.
-func waitCommitted(t *testing.T, addr, group string, topics ...string) {
+func waitCommitted(t testing.TB, addr, group string, topics ...string) {
 	t.Helper()
 	cl := newKafkaClient(t, addr)
 	defer cl.Close()

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildBinary builds the statehost program once for the tests of the package.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	binaryOnce.Do(func() {
 		if binaryDir, binaryErr = os.MkdirTemp("", "statehost-test"); binaryErr != nil {
@@ -64,7 +64,7 @@ type brokerProcess struct {
 
 // startBrokerProcess starts the broker on a free port with dir and waits for its
 // "broker listening" log line.
-func startBrokerProcess(t *testing.T, bin, dir string) *brokerProcess {
+func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-json")
 	stderr, err := cmd.StderrPipe()
@@ -112,7 +112,7 @@ func startBrokerProcess(t *testing.T, bin, dir string) *brokerProcess {
 }
 
 // stop sends SIGTERM and returns the exit code.
-func (p *brokerProcess) stop(t *testing.T) int {
+func (p *brokerProcess) stop(t testing.TB) int {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
