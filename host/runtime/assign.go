@@ -32,6 +32,9 @@ const noLag = 0
 type assignParams struct {
 	standbys      int   // standby_replicas
 	acceptableLag int64 // acceptable_recovery_lag
+	// markers says that each changelog partition ends with a transaction marker
+	// (exactly-once): the lag does not count it, since a store never applies it.
+	markers bool
 }
 
 // assignMember is what assignUnits knows of a member.
@@ -64,7 +67,21 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 			}
 		}
 	}
-	desired := placeBalanced(units, members, owner)
+	// Stateful units are spread evenly on their own (the state and the restores spread with
+	// them), then stateless ones even out the total.
+	var statefulUnits, stateless []unit
+	for _, u := range units {
+		if stateful(u) {
+			statefulUnits = append(statefulUnits, u)
+		} else {
+			stateless = append(stateless, u)
+		}
+	}
+	placed := make([]int, len(members))
+	desired := placeBalanced(statefulUnits, members, owner, placed, len(statefulUnits))
+	for u, i := range placeBalanced(stateless, members, owner, placed, len(units)) {
+		desired[u] = i
+	}
 
 	load := make([]int, len(members))
 	warmups := 0
@@ -151,12 +168,12 @@ func mostCaughtUp(members []*assignMember, u unit, load []int) int {
 	return best
 }
 
-// placeBalanced is the sticky, even placement of units, blind to lag: an owner keeps its units
-// up to the fair share (rounded up); the rest go to the least loaded eligible member, in order;
-// then, while a member has two more units than another, one moves.
-func placeBalanced(units []unit, members []*assignMember, owner map[unit]int) map[unit]int {
-	load := make([]int, len(members))
-	limit := (len(units) + len(members) - 1) / len(members)
+// placeBalanced is the sticky, even placement of units, blind to lag, over the members' loads
+// (the units placed before, which it raises): an owner keeps its units while its load is
+// below the fair share of total units (rounded up); the rest go to the least loaded eligible
+// member, in order; then, while a member has two more than another, one of units moves.
+func placeBalanced(units []unit, members []*assignMember, owner map[unit]int, load []int, total int) map[unit]int {
+	limit := (total + len(members) - 1) / len(members)
 	place := make(map[unit]int, len(units))
 	var free []unit
 	for _, u := range units {

@@ -153,6 +153,15 @@ func TestBalancerStandbys(t *testing.T) {
 		t.Fatalf("m3: %+v, want two warmups among standbys of every task", got["m3"])
 	}
 
+	// Without end offsets, a member without state is not caught up on tasks another member
+	// runs: nothing moves to it yet.
+	b.endOffsets = nil
+	got = balanceLag(t, b, 3, map[string]testMember{"m1": {owned: map[string][]int32{"words": {0, 1, 2, 3}},
+		state: memberState{offsets: offsets(0, offsetRunning, 1, offsetRunning, 2, offsetRunning, 3, offsetRunning)}}, "m5": {}})
+	if !slices.Equal(got["m1"].active, []int32{0, 1, 2, 3}) || len(got["m5"].warmup) != 2 {
+		t.Fatalf("without end offsets, a member without state joins one that runs everything: %+v", got)
+	}
+
 	// Without end offsets the most advanced member counts as caught up.
 	b.endOffsets = nil
 	got = balanceLag(t, b, 3, map[string]testMember{"m3": {}, "m4": {state: memberState{offsets: offsets(0, 50000, 1, 50000, 2, 50000, 3, 50000)}}})

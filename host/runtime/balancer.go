@@ -298,8 +298,10 @@ func (s syncPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
 
 // unitLags is the leader's view of how far each member is behind on each unit's state.
 type unitLags struct {
-	tasks map[unit][]taskID // the stateful tasks of each unit
-	ends  map[taskID]int64  // per task, the sum of its changelogs' end offsets
+	tasks   map[unit][]taskID // the stateful tasks of each unit
+	ends    map[taskID]int64  // per task, the sum of its changelogs' end offsets
+	stores  map[taskID]int64  // per task, its logged stores
+	markers bool              // a transaction marker ends each changelog partition: not a record to restore
 }
 
 // stateful reports whether u has a task with logged stores.
@@ -314,7 +316,11 @@ func (l unitLags) of(s memberState, u unit) int64 {
 		if ok && off == offsetRunning {
 			continue
 		}
-		lag += max(l.ends[id]-max(off, 0), 0)
+		behind := l.ends[id] - max(off, 0)
+		if l.markers {
+			behind -= l.stores[id]
+		}
+		lag += max(behind, 0)
 	}
 	return lag
 }
@@ -322,9 +328,9 @@ func (l unitLags) of(s memberState, u unit) int64 {
 // lags works out, for the units, their stateful tasks (this member's processors with logged
 // stores) and the end offsets of their changelogs. Without end offsets (the listing failed, or
 // no lister), a task's end is the most advanced offset a member reports: that member counts as
-// caught up.
+// caught up, unless a member runs the task.
 func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(string) string, states func(func(memberState) bool)) unitLags {
-	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}}
+	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}, stores: map[taskID]int64{}, markers: b.params.markers}
 	changelogs := map[taskID][]string{}
 	var all []string
 	for _, u := range units {
@@ -342,6 +348,7 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 				id := taskID{p.cfg.Name, u.part}
 				l.tasks[u] = append(l.tasks[u], id)
 				changelogs[id] = cls
+				l.stores[id] = int64(len(cls))
 				all = append(all, cls...)
 			}
 		}
@@ -365,10 +372,17 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 			}
 			continue
 		}
+		running := false
 		states(func(s memberState) bool {
 			l.ends[id] = max(l.ends[id], s.offsets[id])
+			running = running || s.offsets[id] == offsetRunning
 			return true
 		})
+		if running {
+			// The member that runs it is ahead of every report: no other counts as caught
+			// up, the most advanced is the closest.
+			l.ends[id] += b.params.acceptableLag + 1
+		}
 	}
 	return l
 }

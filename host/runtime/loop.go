@@ -464,6 +464,9 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		if err := r.commitTxnLocked(context.WithoutCancel(ctx), "restore"); err != nil {
 			return err
 		}
+		// The commit may have let a rebalance through, and an aborted transaction drains the
+		// inbox: a task created meanwhile takes over its open standby now.
+		r.syncStandbys(ctx)
 	}
 	var pending []*task
 	for _, t := range r.tasks {

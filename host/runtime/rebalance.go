@@ -193,11 +193,13 @@ func (r *Runtime) closeTasks(tasks []*task) {
 		if t.failed {
 			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
 		}
-		var cps map[string]int64
-		if t.cl != nil {
-			cps = checkpoints(t.cl)
+		if t.cl != nil || r.sb.tasks[t.id] == nil { // else its standby holds the state
+			var cps map[string]int64
+			if t.cl != nil {
+				cps = checkpoints(t.cl)
+			}
+			defer r.local.closed(t.id, cps)
 		}
-		defer r.local.closed(t.id, cps)
 		if err := t.close(); err != nil {
 			r.log.Warn("closing task", "processor", t.id.proc, "partition", t.id.part, "error", err)
 		}
@@ -205,7 +207,11 @@ func (r *Runtime) closeTasks(tasks []*task) {
 	})
 	for _, t := range tasks {
 		delete(r.tasks, t.id)
-		r.status.remove(t.id)
+		if r.sb.tasks[t.id] != nil {
+			r.status.setState(t.id, "standby") // never opened: its standby goes on
+		} else {
+			r.status.remove(t.id)
+		}
 		r.log.Info("task closed", "processor", t.id.proc, "partition", t.id.part)
 	}
 }

@@ -226,6 +226,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	r.local = newLocalState(r.procs)
+	r.local.markers = cfg.Guarantee == config.ExactlyOnce
 	held, err := r.stores.LocalTasks()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)

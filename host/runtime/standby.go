@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/store"
 )
 
@@ -39,8 +40,9 @@ type standbys struct {
 	done    chan error         // the follower's result
 	retryAt time.Time          // when to open or follow again after a failure; zero: now
 
-	warmupsAt time.Time // when the warmups were assigned
-	askedAt   time.Time // when this member last asked for a rebalance for its warmups
+	warmupsAt time.Time     // when the warmups were assigned
+	askedAt   time.Time     // when this member last asked for a rebalance for its warmups
+	askEvery  time.Duration // the least time until it asks again: doubles with each ask
 }
 
 // setStandbys records this member's standby assignment of a rebalance (from the group's
@@ -87,7 +89,7 @@ func hasLoggedStore(p *processor) bool {
 func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
 	sb := &r.sb
 	if !maps.Equal(sb.warmups, ev.warmups) {
-		sb.warmupsAt = time.Now()
+		sb.warmupsAt, sb.askEvery = time.Now(), warmupAskInterval
 		if len(ev.warmups) > 0 {
 			r.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
 		}
@@ -125,7 +127,11 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 	for id := range want {
 		same = same && sb.tasks[id] != nil
 	}
+	if same && sb.cancel == nil && len(want) > 0 && time.Now().Before(sb.retryAt) {
+		return // the follower restarts after its retry time
+	}
 	if !handover && same && (sb.cancel != nil || len(want) == 0) {
+		sb.retryAt = time.Time{} // nothing waits for a retry
 		return
 	}
 	if !handover && time.Now().Before(sb.retryAt) {
@@ -182,9 +188,13 @@ func (r *Runtime) followerStopped(err error) {
 	r.sb.cancel, r.sb.done = nil, nil
 	r.log.Warn("standby tasks stopped following their changelogs; restarting in a second", "error", err)
 	r.sb.retryAt = time.Now().Add(time.Second)
-	// The tasks stay open; syncStandbys restarts the follower over them.
+	// The tasks stay open (memory stores keep what they applied) and the next sync restarts
+	// the follower over them, from their checkpoints (a truncated changelog wipes its store
+	// then); a task whose stores failed closes, and reopens clean.
 	for id, cl := range r.sb.tasks {
-		r.closeStandby(id, cl) // reopened by the next sync: a wiped or failed store starts clean
+		if cl.StoreTask().Err() != nil {
+			r.closeStandby(id, cl)
+		}
 	}
 }
 
@@ -271,9 +281,10 @@ func (r *Runtime) procByName(name string) *processor {
 // warmupProbeInterval is how often the loop checks whether its warmups have caught up.
 const warmupProbeInterval = time.Second
 
-// warmupAskInterval is the least time between two rebalances a member asks for because its
-// warmups caught up: the leader, which lists the end offsets later, may find them behind
-// again under a steady input, and then the member asks again.
+// warmupAskInterval is the least time between the first two rebalances a member asks for
+// because its warmups caught up (it doubles with each ask, up to probing_rebalance_interval):
+// the leader, which lists the end offsets later and sums the lags of a unit's tasks, may find
+// them behind, and then the member asks again.
 const warmupAskInterval = 10 * time.Second
 
 // probeWarmups asks for a rebalance when every warmup of this member has caught up (lag <=
@@ -301,12 +312,13 @@ func (r *Runtime) probeWarmups() {
 		last = sb.askedAt
 	}
 	switch {
-	case caughtUp && time.Since(sb.askedAt) >= warmupAskInterval:
+	case caughtUp && time.Since(sb.askedAt) >= sb.askEvery:
 	case time.Since(last) >= r.cfg.ProbingRebalanceInterval:
 	default:
 		return
 	}
 	sb.askedAt = time.Now()
+	sb.askEvery = min(2*max(sb.askEvery, warmupAskInterval), r.cfg.ProbingRebalanceInterval)
 	r.log.Info("asking for a rebalance to move the tasks of warmups", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
 	r.consumer.ForceRebalance()
 }
@@ -371,7 +383,8 @@ func minTime(a, b time.Time) time.Time {
 func (r *Runtime) newBalancer() *taskBalancer {
 	b := newTaskBalancer(r.procs)
 	b.appID = r.cfg.ApplicationID
-	b.params = assignParams{standbys: r.cfg.StandbyReplicas, acceptableLag: r.cfg.AcceptableRecoveryLag}
+	b.params = assignParams{standbys: r.cfg.StandbyReplicas, acceptableLag: r.cfg.AcceptableRecoveryLag,
+		markers: r.cfg.Guarantee == config.ExactlyOnce}
 	b.log = r.log.Named("balancer")
 	b.state = r.local.report
 	b.onSync = r.setStandbys

@@ -21,6 +21,7 @@ type localState struct {
 	running map[taskID]bool                   // active tasks that run
 	idle    map[taskID]time.Time              // tasks with local state that are neither active nor standby here, since when
 	procs   map[string]*processor
+	markers bool // exactly-once: a transaction marker ends each changelog partition, not a record to restore
 }
 
 // storeState is a logged store partition held locally.
@@ -201,7 +202,11 @@ func (s *localState) lag(id taskID) (lag int64, known bool) {
 		if st == nil || st.end < 0 {
 			return 0, false
 		}
-		lag += max(st.end-(st.offset+1), 0)
+		behind := st.end - (st.offset + 1)
+		if s.markers {
+			behind--
+		}
+		lag += max(behind, 0)
 	}
 	return lag, true
 }
