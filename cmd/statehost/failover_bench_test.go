@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -14,6 +15,10 @@ import (
 
 	"github.com/statehost/statehost/host/runtime"
 )
+
+// failoverKeys is how many distinct words BenchmarkFailover counts before the kill: one
+// changelog record each, spread over the 3 count tasks.
+var failoverKeys = flag.Int("failover.keys", 300_000, "BenchmarkFailover: distinct words counted before the kill")
 
 // BenchmarkFailover measures a failover of the word count without and with a standby: two
 // instances (session_timeout 6s) count failover.keys distinct words, then the instance whose

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -298,7 +297,3 @@ func TestStandbyFailoverKill(t *testing.T) {
 	checkWordCountTopics(t, addr, ref, false)
 	t.Logf("TestStandbyFailoverKill took %v", time.Since(began).Round(time.Millisecond))
 }
-
-// failoverKeys is how many distinct words BenchmarkFailover counts before the kill: one
-// changelog record each, spread over the 3 count tasks.
-var failoverKeys = flag.Int("failover.keys", 300_000, "BenchmarkFailover: distinct words counted before the kill")
