@@ -82,6 +82,9 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 	for u, i := range placeBalanced(stateless, members, owner, placed, len(units)) {
 		desired[u] = i
 	}
+	// Members that read different topics (configurations in a rollout) can leave the
+	// stateless pass uneven: even out over every unit then.
+	evenOut(units, members, desired, placed)
 
 	load := make([]int, len(members))
 	warmups := 0
@@ -196,6 +199,13 @@ func placeBalanced(units []unit, members []*assignMember, owner map[unit]int, lo
 			load[best]++
 		}
 	}
+	evenOut(units, members, place, load)
+	return place
+}
+
+// evenOut moves units of place (the last first) while a member has two more than another and
+// the less loaded one can take one of them.
+func evenOut(units []unit, members []*assignMember, place map[unit]int, load []int) {
 	for {
 		hi, lo := 0, 0
 		for i := range members {
@@ -207,7 +217,7 @@ func placeBalanced(units []unit, members []*assignMember, owner map[unit]int, lo
 			}
 		}
 		if load[hi]-load[lo] <= 1 {
-			return place
+			return
 		}
 		moved := false
 		for i := len(units) - 1; i >= 0 && !moved; i-- {
@@ -220,7 +230,7 @@ func placeBalanced(units []unit, members []*assignMember, owner map[unit]int, lo
 			}
 		}
 		if !moved {
-			return place
+			return
 		}
 	}
 }

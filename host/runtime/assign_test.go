@@ -191,3 +191,28 @@ func TestMetaRoundTrip(t *testing.T) {
 		t.Error("decodeStandbyAssignment accepted garbage")
 	}
 }
+
+// TestBalancerMarkers: under exactly-once a commit marker ends each non-empty changelog
+// partition; a member whose stores applied every record is caught up even with
+// acceptable_recovery_lag = 0, and one record short is not. Without end offsets there are no
+// markers to leave out: a member without state stays behind one that runs the tasks.
+func TestBalancerMarkers(t *testing.T) {
+	b := lagBalancer(0, map[int32]int64{0: 50000, 1: 50000, 2: 50000, 3: 0})
+	b.params.acceptableLag, b.params.markers = 0, true
+	m1 := testMember{owned: map[string][]int32{"words": {0, 1, 2, 3}}, state: memberState{offsets: offsets(0, offsetRunning, 1, offsetRunning, 2, offsetRunning, 3, offsetRunning)}}
+	// m2 applied partition 2 up to its last record (49998; the marker is 49999) and has
+	// nothing of partition 3, whose changelog is empty.
+	got := balanceLag(t, b, 1, map[string]testMember{"m1": m1, "m2": {state: memberState{offsets: offsets(2, 49999)}}})
+	if !slices.Equal(got["m1"].active, []int32{0, 1}) || len(got["m2"].warmup) != 0 || !slices.Equal(got["m2"].standby, []int32{2, 3}) {
+		t.Fatalf("a member caught up but for the markers: %+v, want 2 and 3 moving to m2 without warmups", got)
+	}
+	got = balanceLag(t, b, 1, map[string]testMember{"m1": m1, "m2": {state: memberState{offsets: offsets(2, 49998)}}})
+	if !slices.Equal(got["m2"].warmup, []int32{2}) {
+		t.Fatalf("a member one record short: %+v, want a warmup of 2 on m2", got)
+	}
+	b.endOffsets = nil
+	got = balanceLag(t, b, 1, map[string]testMember{"m1": m1, "m2": {}})
+	if !slices.Equal(got["m1"].active, []int32{0, 1, 2, 3}) {
+		t.Fatalf("without end offsets under exactly-once, a member without state took tasks: %+v", got)
+	}
+}

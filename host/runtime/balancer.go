@@ -300,8 +300,8 @@ func (s syncPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
 type unitLags struct {
 	tasks   map[unit][]taskID // the stateful tasks of each unit
 	ends    map[taskID]int64  // per task, the sum of its changelogs' end offsets
-	stores  map[taskID]int64  // per task, its logged stores
-	markers bool              // a transaction marker ends each changelog partition: not a record to restore
+	marks   map[taskID]int64  // per task, how many of its changelog partitions end with a transaction marker (exactly-once)
+	markers bool              // exactly-once: a marker ends each non-empty changelog partition, not a record to restore
 }
 
 // stateful reports whether u has a task with logged stores.
@@ -318,7 +318,7 @@ func (l unitLags) of(s memberState, u unit) int64 {
 		}
 		behind := l.ends[id] - max(off, 0)
 		if l.markers {
-			behind -= l.stores[id]
+			behind -= l.marks[id]
 		}
 		lag += max(behind, 0)
 	}
@@ -330,7 +330,7 @@ func (l unitLags) of(s memberState, u unit) int64 {
 // no lister), a task's end is the most advanced offset a member reports: that member counts as
 // caught up, unless a member runs the task.
 func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(string) string, states func(func(memberState) bool)) unitLags {
-	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}, stores: map[taskID]int64{}, markers: b.params.markers}
+	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}, marks: map[taskID]int64{}, markers: b.params.markers}
 	changelogs := map[taskID][]string{}
 	var all []string
 	for _, u := range units {
@@ -348,7 +348,6 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 				id := taskID{p.cfg.Name, u.part}
 				l.tasks[u] = append(l.tasks[u], id)
 				changelogs[id] = cls
-				l.stores[id] = int64(len(cls))
 				all = append(all, cls...)
 			}
 		}
@@ -368,7 +367,11 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 	for id, cls := range changelogs {
 		if ends != nil {
 			for _, t := range cls {
-				l.ends[id] += ends[topicPartition{t, id.part}]
+				end := ends[topicPartition{t, id.part}]
+				l.ends[id] += end
+				if end > 0 {
+					l.marks[id]++ // members report offsets short of it; the fallback below has none
+				}
 			}
 			continue
 		}
