@@ -43,14 +43,11 @@ type LocalStore struct {
 // and is safe to call while open tasks commit; a task committing meanwhile is seen as before
 // or after its commit.
 func (m *Manager) LocalTasks() ([]LocalTask, error) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
+	done, err := m.beginRead()
+	if err != nil {
+		return nil, err
 	}
-	m.readers.Add(1)
-	m.mu.Unlock()
-	defer m.readers.Done()
+	defer done()
 
 	snap := m.db.NewSnapshot()
 	defer snap.Close()

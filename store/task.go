@@ -217,7 +217,7 @@ func (t *Task) build(p *Partition, o Options) Store {
 		s = c
 	}
 	if o.Metrics != nil {
-		s = &metered{inner: s, name: p.name, m: o.Metrics}
+		s = newMetered(s, p.name, o.Metrics)
 	}
 	return s
 }

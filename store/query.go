@@ -1,0 +1,142 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/RaduBerinde/btreemap"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Interactive queries read the committed state of key-value Pebble stores straight from the
+// database, whatever their task is doing: running, restoring, a standby, or closed. They never
+// see a task's uncommitted writes (its write buffer and coalescing caches): a value is as of
+// the task's last commit, or as far as a restore or a standby has applied. They take no lock
+// of the task and are safe for concurrent use. Memory stores keep their committed data on the
+// heap of their open task, and window and session stores another layout: these functions
+// are not for them.
+
+// ReadCommitted returns the committed value of key in store name of task id: the value and
+// true, or false when the key (or the store's state) is absent.
+func (m *Manager) ReadCommitted(id TaskID, name string, key []byte) ([]byte, bool, error) {
+	done, err := m.beginRead()
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	part, ok, err := m.queryID(id, name)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	k := append(dataPrefix(part), key...)
+	v, c, err := m.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: task %s store %q: read: %w", id, name, err)
+	}
+	defer c.Close()
+	return clone(v), true, nil
+}
+
+// ScanCommitted calls fn with the committed entries of store name of task id whose keys are
+// in [from, to] (both inclusive; nil: unbounded), in key order, until fn returns false. The
+// slices are valid only during the call.
+func (m *Manager) ScanCommitted(id TaskID, name string, from, to []byte, fn func(key, value []byte) bool) error {
+	done, err := m.beginRead()
+	if err != nil {
+		return err
+	}
+	defer done()
+	part, ok, err := m.queryID(id, name)
+	if err != nil || !ok {
+		return err
+	}
+	prefix := dataPrefix(part)
+	opts := &pebble.IterOptions{LowerBound: append(dataPrefix(part), from...), UpperBound: dataPrefix(part + 1)}
+	if to != nil {
+		opts.UpperBound = append(append(dataPrefix(part), to...), 0) // the smallest key after to
+	}
+	it, err := m.db.NewIter(opts)
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if !fn(it.Key()[len(prefix):], it.Value()) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
+	}
+	return nil
+}
+
+// beginRead registers a read of the database without m.mu, which Close waits for; call done
+// when it ends.
+func (m *Manager) beginRead() (done func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	m.readers.Add(1)
+	return m.readers.Done, nil
+}
+
+// queryID looks the store partition up in the registry without allocating an id. The caller
+// holds a read (beginRead).
+func (m *Manager) queryID(id TaskID, name string) (uint32, bool, error) {
+	v, c, err := m.db.Get(registryKey(id, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: task %s store %q: read registry: %w", id, name, err)
+	}
+	defer c.Close()
+	if len(v) != 4 {
+		return 0, false, fmt.Errorf("store: task %s store %q: corrupt registry entry", id, name)
+	}
+	return binary.BigEndian.Uint32(v), true, nil
+}
+
+// ReadCommittedMemory returns the committed value of key in a memory partition. The caller
+// keeps the partition's task from writing meanwhile (its goroutine holds no batch): the heap
+// data has no lock of its own.
+func (p *Partition) ReadCommittedMemory(key []byte) ([]byte, bool, error) {
+	if p.backend != Memory {
+		return nil, false, fmt.Errorf("store: task %s store %q: not a memory store", p.t.id, p.name)
+	}
+	if err := p.t.check(); err != nil {
+		return nil, false, err
+	}
+	_, v, ok := p.mem.data.Get(key)
+	return clone(v), ok, nil
+}
+
+// ScanCommittedMemory is ScanCommitted for a memory partition, under the same condition as
+// ReadCommittedMemory.
+func (p *Partition) ScanCommittedMemory(from, to []byte, fn func(key, value []byte) bool) error {
+	if p.backend != Memory {
+		return fmt.Errorf("store: task %s store %q: not a memory store", p.t.id, p.name)
+	}
+	if err := p.t.check(); err != nil {
+		return err
+	}
+	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
+	if from != nil {
+		lo = btreemap.GE(from)
+	}
+	if to != nil {
+		hi = btreemap.LE(to)
+	}
+	for k, v := range p.mem.data.Ascend(lo, hi) {
+		if !fn(k, v) {
+			break
+		}
+	}
+	return nil
+}
