@@ -18,25 +18,40 @@ import (
 
 // TaskStatus is one task in GET /v1/status.
 type TaskStatus struct {
-	Processor string        `json:"processor"`
-	Partition int32         `json:"partition"`
-	State     string        `json:"state"` // "restoring", "running" or "standby"
-	Restores  []StoreStatus `json:"restores,omitempty"`
+	Processor string `json:"processor"`
+	Partition int32  `json:"partition"`
+	State     string `json:"state"` // "restoring", "running" or "standby"
+	// Lag is how many changelog records this copy of the task's stores is behind the ends
+	// last seen (0 for a running task, which writes them; -1 when not known yet).
+	Lag      int64         `json:"lag"`
+	Restores []StoreStatus `json:"restores,omitempty"`
 }
 
-// StoreStatus is the last restore of a store partition of a task.
+// StoreStatus is the last restore of a store partition of a task (for a standby: the
+// following of its changelog, which never ends).
 type StoreStatus struct {
 	Store       string `json:"store"`
 	StartOffset int64  `json:"start_offset"`
-	EndOffset   int64  `json:"end_offset"`
-	Restored    int64  `json:"restored"` // records applied so far
+	EndOffset   int64  `json:"end_offset"` // the end it restores to; a standby's grows
+	Total       int64  `json:"total"`      // end_offset - start_offset: the records at most to apply
+	Restored    int64  `json:"restored"`   // records applied so far
 	Done        bool   `json:"done"`
+	// Rate is the records applied per second since the restore began; ETASeconds the time
+	// left at that rate (offsets, so an upper bound: compaction and markers leave gaps), -1
+	// when unknown.
+	Rate       float64 `json:"rate"`
+	ETASeconds float64 `json:"eta_seconds"`
+
+	began    time.Time
+	position int64 // the next offset to apply
 }
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	ApplicationID string       `json:"application_id"`
-	Tasks         []TaskStatus `json:"tasks"`
+	ApplicationID string            `json:"application_id"`
+	Admin         string            `json:"admin,omitempty"` // the address this instance publishes
+	Tasks         []TaskStatus      `json:"tasks"`
+	Processors    []ProcessorStatus `json:"processors"` // the module versions
 }
 
 // statusBoard keeps the state of the tasks and their restores for the admin endpoint. It is a
@@ -84,13 +99,17 @@ func (b *statusBoard) store(id taskID, name string) *StoreStatus {
 func (b *statusBoard) OnRestoreStart(e restore.StartEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	*b.store(taskID{e.Processor, e.Partition}, e.Store) = StoreStatus{Store: e.Store, StartOffset: e.StartOffset, EndOffset: e.EndOffset}
+	*b.store(taskID{e.Processor, e.Partition}, e.Store) = StoreStatus{Store: e.Store, StartOffset: e.StartOffset,
+		EndOffset: e.EndOffset, began: time.Now(), position: e.StartOffset}
 }
 
 func (b *statusBoard) OnBatchRestored(e restore.BatchEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.store(taskID{e.Processor, e.Partition}, e.Store).Restored += int64(e.Records)
+	s := b.store(taskID{e.Processor, e.Partition}, e.Store)
+	s.Restored += int64(e.Records)
+	s.position = e.Offset + 1
+	s.EndOffset = max(s.EndOffset, e.HighWatermark)
 }
 
 func (b *statusBoard) OnRestoreEnd(e restore.EndEvent) {
@@ -98,6 +117,7 @@ func (b *statusBoard) OnRestoreEnd(e restore.EndEvent) {
 	defer b.mu.Unlock()
 	s := b.store(taskID{e.Processor, e.Partition}, e.Store)
 	s.Restored, s.Done = e.Records, true
+	s.position = max(s.position, s.EndOffset)
 }
 
 // snapshot returns the tasks sorted by processor and partition.
@@ -108,6 +128,20 @@ func (b *statusBoard) snapshot() []TaskStatus {
 	for _, ts := range b.tasks {
 		c := *ts
 		c.Restores = slices.Clone(ts.Restores)
+		for i := range c.Restores {
+			s := &c.Restores[i]
+			s.Total = max(s.EndOffset-s.StartOffset, 0)
+			s.ETASeconds = -1
+			if secs := time.Since(s.began).Seconds(); !s.began.IsZero() && secs > 0 {
+				s.Rate = float64(s.Restored) / secs
+			}
+			switch left := max(s.EndOffset-s.position, 0); {
+			case s.Done || left == 0:
+				s.ETASeconds = 0
+			case s.Rate > 0:
+				s.ETASeconds = float64(left) / s.Rate
+			}
+		}
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b TaskStatus) int {
@@ -118,7 +152,21 @@ func (b *statusBoard) snapshot() []TaskStatus {
 
 // Status returns the tasks of the instance and their restores.
 func (r *Runtime) Status() Status {
-	return Status{ApplicationID: r.cfg.ApplicationID, Tasks: r.status.snapshot()}
+	st := Status{ApplicationID: r.cfg.ApplicationID, Admin: r.local.adminAddr(), Tasks: r.status.snapshot()}
+	if v := r.versions.Load(); v != nil {
+		st.Processors = *v
+	}
+	for i := range st.Tasks {
+		ts := &st.Tasks[i]
+		if ts.State == "running" {
+			continue
+		}
+		ts.Lag = -1
+		if lag, known := r.local.lag(taskID{ts.Processor, ts.Partition}); known {
+			ts.Lag = lag
+		}
+	}
+	return st
 }
 
 // maxModuleBytes bounds the body of POST /v1/processors/{name}/module.
@@ -129,6 +177,9 @@ const maxModuleBytes = 256 << 20
 //	GET  /v1/status                    the tasks and their restores (Status)
 //	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
 //	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
+//	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
+//	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
+//	GET  /metrics                      Prometheus metrics, text format, not JSON (metrics.go)
 //
 // A deploy answers 200 with the DeployResult (unchanged when the processor already runs the
 // module), 400 for an empty body, 404 for an unknown processor, 409 when a task could not
@@ -145,6 +196,9 @@ func (r *Runtime) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, r.Processors())
 	})
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
+	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.getKey)
+	mux.HandleFunc("GET /v1/stores/{store}/range", r.getRange)
+	mux.Handle("GET /metrics", r.metrics.handler())
 	return mux
 }
 
@@ -240,7 +294,7 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 		}
 	}()
 	r.log.Info("admin listening", "addr", ln.Addr().String())
-	r.local.setAdmin(ln.Addr().String())
+	r.local.setAdmin(advertised(ln.Addr().String()))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -247,9 +247,15 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
 	// new owner follows its changelog as a standby, so that it starts warm.
 	final := plan.AsMemberIDMap()
+	hosts := map[string]map[string][]int32{}
+	for _, mb := range members {
+		if mb.state.admin != "" {
+			hosts[mb.state.admin] = final[mb.m.MemberID]
+		}
+	}
 	extra := make(map[string]standbyAssignment, len(members))
 	for i, mb := range members {
-		sa := standbyAssignment{standby: map[string][]int32{}, warmup: map[string][]int32{}}
+		sa := standbyAssignment{standby: map[string][]int32{}, warmup: map[string][]int32{}, hosts: hosts}
 		for _, u := range a.standby[i] {
 			add(mb, u, sa.standby)
 		}
@@ -360,7 +366,7 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 		slices.Sort(all)
 		var err error
 		if ends, err = b.endOffsets(slices.Compact(all)); err != nil {
-			b.log.Warn("cannot list the changelogs' end offsets; judging lag by the members' reports", "error", err)
+			b.log.Warn("cannot list the changelogs' end offsets; judging lag by the members' reports", "topics", slices.Compact(all), "error", err)
 			ends = nil
 		}
 	}

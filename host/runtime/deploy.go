@@ -70,7 +70,8 @@ const switchWait = 2 * time.Minute
 // later start the new module. Deploy returns once every running task switched (or ctx ends).
 // If a task cannot start the new module, every task goes back to the previous one and Deploy
 // returns an error matching ErrSwitchFailed.
-func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) (DeployResult, error) {
+func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) (res DeployResult, err error) {
+	defer func() { r.metrics.deployed(name, res, err) }()
 	var p *processor
 	for _, q := range r.procs {
 		if q.cfg.Name == name {
@@ -83,7 +84,7 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	r.deployMu.Lock() // one deploy at a time
 	defer r.deployMu.Unlock()
 	r.mu.Lock()
-	res := DeployResult{Processor: name, Previous: p.version}
+	res = DeployResult{Processor: name, Previous: p.version}
 	running := r.running
 	_, unswitched, _ := r.switchProgress(p, p.mod)
 	r.mu.Unlock()
@@ -307,6 +308,11 @@ func (r *Runtime) closeRetired() {
 func (r *Runtime) Processors() []ProcessorStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.processorsLocked()
+}
+
+// processorsLocked is Processors with r.mu held.
+func (r *Runtime) processorsLocked() []ProcessorStatus {
 	out := make([]ProcessorStatus, 0, len(r.procs))
 	for _, p := range r.procs {
 		ps := ProcessorStatus{Name: p.cfg.Name, Current: p.version}

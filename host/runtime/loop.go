@@ -329,6 +329,7 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 		return nil
 	}
 	start := time.Now()
+	defer r.metrics.committed(start)
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	// 1-2. Each task: its records acknowledged, then its batch and checkpoint applied.
@@ -450,6 +451,11 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	r.drainInbox()
 	r.syncStandbys(ctx)
 	r.probeWarmups()
+	if time.Since(r.versionsAt) >= 500*time.Millisecond {
+		versions := r.processorsLocked()
+		r.versions.Store(&versions)
+		r.versionsAt = time.Now()
+	}
 	if time.Since(r.cleanedAt) >= r.cleanupEvery() {
 		r.cleanupState()
 		r.cleanedAt = time.Now()

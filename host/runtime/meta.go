@@ -69,16 +69,30 @@ func decodeMemberState(b []byte) (memberState, error) {
 
 // standbyAssignment is a member's part of the assignment besides its partitions: the tasks it
 // keeps standby copies of, as the input partitions of their units (every topic of the unit,
-// as for active tasks), and which of them are warmups.
+// as for active tasks), and which of them are warmups; and, for interactive queries, the
+// partitions every member runs, by the admin address it published (members without one are
+// left out).
 type standbyAssignment struct {
 	standby map[string][]int32
 	warmup  map[string][]int32
+	hosts   map[string]map[string][]int32 // admin address -> its active partitions
 }
 
 func (a standbyAssignment) encode() []byte {
 	b := []byte{metaVersion}
 	b = appendPartitions(b, a.standby)
-	return appendPartitions(b, a.warmup)
+	b = appendPartitions(b, a.warmup)
+	addrs := make([]string, 0, len(a.hosts))
+	for addr := range a.hosts {
+		addrs = append(addrs, addr)
+	}
+	sort.Strings(addrs)
+	b = binary.AppendUvarint(b, uint64(len(addrs)))
+	for _, addr := range addrs {
+		b = appendString(b, addr)
+		b = appendPartitions(b, a.hosts[addr])
+	}
+	return b
 }
 
 func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
@@ -92,6 +106,15 @@ func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
 	}
 	a.standby = r.partitions()
 	a.warmup = r.partitions()
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+	}
+	a.hosts = make(map[string]map[string][]int32, min(n, 1024))
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		addr := r.string()
+		a.hosts[addr] = r.partitions()
+	}
 	return a, r.finish()
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -139,17 +140,20 @@ type Runtime struct {
 	readers  map[string][]*processor // input topic -> the processors that read it
 	outParts map[string]int32        // output topic -> its partition count
 
-	admCl     *kgo.Client // admin requests
-	adm       *kadm.Client
-	prodCl    *kgo.Client
-	producer  *changelog.Producer
-	restoreCl *kgo.Client
-	restorer  *restore.Restorer
-	followCl  *kgo.Client       // the standby tasks' changelogs
-	follower  *restore.Restorer // follows them (standby.go)
-	local     *localState       // the state this instance holds, for the balancer and the cleanup
-	consumer  *kgo.Client
-	txn       *txnState // exactly-once; nil under at-least-once
+	admCl      *kgo.Client // admin requests
+	adm        *kadm.Client
+	prodCl     *kgo.Client
+	producer   *changelog.Producer
+	restoreCl  *kgo.Client
+	restorer   *restore.Restorer
+	followCl   *kgo.Client                       // the standby tasks' changelogs
+	follower   *restore.Restorer                 // follows them (standby.go)
+	local      *localState                       // the state this instance holds, for the balancer and the cleanup
+	owners     owners                            // who runs what, for interactive queries (iq.go)
+	versions   atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.mu
+	versionsAt time.Time                         // when versions was stored (guarded by mu)
+	consumer   *kgo.Client
+	txn        *txnState // exactly-once; nil under at-least-once
 
 	// mu guards the task table and the offsets. The loop holds it while it restores,
 	// processes and commits; the rebalance callbacks hold it while they commit and close.
@@ -175,6 +179,7 @@ type Runtime struct {
 	purging  sync.Mutex   // one purge of repartition topics at a time
 	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
 	status   *statusBoard
+	metrics  *metrics // GET /metrics (metrics.go)
 
 	deployMu     sync.Mutex       // one Deploy at a time
 	switchPauses pauses           // the pauses of task switches
@@ -204,6 +209,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		status:   newStatusBoard(),
 		sb:       standbys{tasks: map[taskID]*changelog.Task{}},
 	}
+	r.metrics = newMetrics(r.status)
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -296,8 +302,14 @@ func (r *Runtime) compile(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("runtime: processor %s store %s: %w", pc.Name, sc.Name, err)
 			}
-			p.stores = append(p.stores, storeSpec(sc, backend))
+			spec := storeSpec(sc, backend)
+			spec.Metrics = r.metrics.storeHook(sc.Name)
+			if !spec.LoggingDisabled {
+				r.metrics.addChangelog(changelog.TopicName(r.cfg.ApplicationID, sc.Name), sc.Name)
+			}
+			p.stores = append(p.stores, spec)
 		}
+		r.metrics.addProcessor(pc.Name)
 		r.procs = append(r.procs, p)
 		for _, in := range pc.Inputs {
 			r.readers[in] = append(r.readers[in], p)
@@ -346,7 +358,7 @@ func (r *Runtime) connect() error {
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
 	r.prodCl, err = kgo.NewClient(append(producerOpts(), brokers, logger,
-		kgo.ClientID(r.cfg.ApplicationID+"-producer"))...)
+		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook())...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
@@ -357,7 +369,7 @@ func (r *Runtime) connect() error {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
-	listener := multiListener{r.status, r.local}
+	listener := multiListener{r.status, r.local, restoreListener{m: r.metrics}}
 	if r.opts.RestoreListener != nil {
 		listener = append(listener, r.opts.RestoreListener)
 	}
@@ -366,7 +378,7 @@ func (r *Runtime) connect() error {
 	}
 	// The standby tasks follow their changelogs on a client of their own: a restore of active
 	// tasks never waits for them, nor they for it.
-	r.followCl, r.follower, err = r.newRestorer("standby", multiListener{r.status, r.local}, r.opts.Logger.Named("standby"))
+	r.followCl, r.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}}, r.opts.Logger.Named("standby"))
 	return err
 }
 

@@ -75,6 +75,7 @@ func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32)
 			}
 		}
 	}
+	r.owners.set(sa.hosts)
 	r.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
 }
 
@@ -391,9 +392,17 @@ func (r *Runtime) newBalancer() *taskBalancer {
 	b.endOffsets = func(topics []string) (map[topicPartition]int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		listed, err := r.adm.ListEndOffsets(ctx, topics...)
-		if err == nil {
-			err = listed.Error()
+		// A topic created a moment ago may not be listable yet on every broker: retry a little.
+		var listed kadm.ListedOffsets
+		var err error
+		for try := 0; try < 3; try++ {
+			if listed, err = r.adm.ListEndOffsets(ctx, topics...); err == nil {
+				err = listed.Error()
+			}
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		if err != nil {
 			return nil, err

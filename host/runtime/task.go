@@ -149,10 +149,14 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		t.batch = append(t.batch, er)
 	}
 	t.touched = true
+	began := time.Now()
 	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
-	if _, err := t.inst.Punctuate(ctx); err != nil {
+	t.rt.metrics.processedBatch(t.id.proc, len(recs), time.Since(began))
+	n, err := t.inst.Punctuate(ctx)
+	t.rt.metrics.punctuated(t.id.proc, n)
+	if err != nil {
 		return err // an *engine.GuestError naming the punctuation
 	}
 	if t.last == nil {
@@ -169,7 +173,8 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 // punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
 // records arrive).
 func (t *task) punctuate(ctx context.Context) error {
-	_, err := t.inst.Punctuate(ctx)
+	n, err := t.inst.Punctuate(ctx)
+	t.rt.metrics.punctuated(t.id.proc, n)
 	if err != nil || t.cl.HasWork() {
 		t.touched = true // exactly-once: it wrote or emitted in the open transaction
 	}
@@ -196,6 +201,7 @@ func (t *task) reportDropped() {
 	default:
 		return
 	}
+	t.rt.metrics.droppedWrites(t.id.proc, late-d[0], expired-d[1], skipped-d[2])
 	t.dropped, t.droppedAt = [3]int64{late, expired, skipped}, time.Now()
 }
 

@@ -130,6 +130,7 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 	opts = append(append(opts, producerOpts()...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
+		r.metrics.producerHook(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.onRebalanceBlocked(st) }),
 		// These override the at-least-once callbacks of opts (the last option wins).
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -217,6 +218,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		}
 	}
 	start := time.Now()
+	defer r.metrics.committed(start)
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	var (

@@ -217,3 +217,10 @@ func (s *localState) setAdmin(addr string) {
 	defer s.mu.Unlock()
 	s.admin = addr
 }
+
+// adminAddr returns the admin address this instance publishes.
+func (s *localState) adminAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.admin
+}

@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/store"
+)
+
+// Interactive queries: the key-value stores of an application answer reads on the admin
+// listener of any instance.
+//
+//	GET /v1/stores/{store}/keys/{key}             the value of key (raw bytes), 404 when absent
+//	GET /v1/stores/{store}/range?from=&to=&limit= the entries in [from, to] as JSON lines
+//
+// A key lives in the partition that Kafka's default partitioner (murmur2, as franz-go and the
+// Java client use) gives it among the partitions of the store's input topics: the partition
+// of the task that writes it, when the inputs are keyed by it. The instance that runs that
+// task answers from the store's committed state (as of the task's last commit: a read never
+// sees the writes of a batch in progress). Another instance answers 307 to the admin address
+// of the instance that runs the task (instances publish it in the group metadata, and each
+// assignment tells every member who runs what); 503 with Retry-After while the task restores
+// or moves, unless ?stale=true allows a read from a copy that is restoring or a standby. A
+// redirected request that finds the task elsewhere again answers 503 rather than bouncing.
+//
+// A range reads the partitions that this instance runs (with ?stale=true, also those it
+// restores or keeps standby copies of), in partition then key order, limit entries in all
+// (default 1000); ?partition=N reads one partition, wherever it runs (307 as for a key). The
+// header X-Statehost-Partitions lists the partitions read. Each line is
+// {"partition":N,"key":"...","value":"..."}; bytes that are not UTF-8 come as key_base64 or
+// value_base64 instead.
+//
+// Window and session stores answer 400: their keys are not plain keys. A memory store is read
+// while the loop is between batches (a memory standby's copy cannot be read).
+
+// defaultRangeLimit and maxRangeLimit bound the entries of one range answer.
+const (
+	defaultRangeLimit = 1000
+	maxRangeLimit     = 100000
+)
+
+// owners is who runs what, from the latest assignment: admin address -> its partitions.
+type owners struct {
+	mu    sync.Mutex
+	hosts map[string]map[string][]int32
+}
+
+func (o *owners) set(hosts map[string]map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hosts = hosts
+}
+
+// of returns the admin address of the instance that runs partition part of topic.
+func (o *owners) of(topic string, part int32) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for addr, tps := range o.hosts {
+		if slices.Contains(tps[topic], part) {
+			return addr, true
+		}
+	}
+	return "", false
+}
+
+// state returns the state of a task on the status board: "running", "restoring", "standby",
+// or "" when this instance does not hold it.
+func (b *statusBoard) state(id taskID) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ts := b.tasks[id]; ts != nil {
+		return ts.State
+	}
+	return ""
+}
+
+// queryError is an answer other than 200.
+type queryError struct {
+	code       int
+	err        error
+	location   string // 307
+	retryAfter int    // seconds, 503
+}
+
+func (e *queryError) Error() string { return e.err.Error() }
+
+func (e *queryError) write(w http.ResponseWriter) {
+	if e.location != "" {
+		w.Header().Set("Location", e.location)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	writeError(w, e.code, e.err)
+}
+
+// queryStore resolves a store name to its processor and spec, for key-value stores.
+func (r *Runtime) queryStore(name string) (*processor, changelog.StoreSpec, *queryError) {
+	for _, p := range r.procs {
+		for _, s := range p.stores {
+			if s.Name != name {
+				continue
+			}
+			if s.Kind != store.KeyValue {
+				return nil, s, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("store %s is a %s store: interactive queries read key-value stores", name, s.Kind)}
+			}
+			return p, s, nil
+		}
+	}
+	return nil, changelog.StoreSpec{}, &queryError{code: http.StatusNotFound, err: fmt.Errorf("no store %s in application %s", name, r.cfg.ApplicationID)}
+}
+
+// locate decides who answers for partition part of a store's processor: nil when this
+// instance reads its copy, else the redirect or the 503.
+func (r *Runtime) locate(req *http.Request, p *processor, part int32, stale bool) *queryError {
+	id := taskID{p.cfg.Name, part}
+	switch state := r.status.state(id); {
+	case state == "running", stale && (state == "restoring" || state == "standby"):
+		return nil
+	case state == "restoring":
+		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
+			err: fmt.Errorf("task %s is restoring its stores here (add stale=true to read what it has restored)", id)}
+	}
+	addr, ok := r.owners.of(p.cfg.Inputs[0], part)
+	q := req.URL.Query()
+	if !ok || addr == r.local.adminAddr() || q.Get("redirected") != "" {
+		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
+			err: fmt.Errorf("no instance runs task %s now (it is moving in a rebalance); retry", id)}
+	}
+	q.Set("redirected", "1")
+	return &queryError{code: http.StatusTemporaryRedirect, location: "http://" + addr + req.URL.Path + "?" + q.Encode(),
+		err: fmt.Errorf("task %s runs on %s", id, addr)}
+}
+
+// getKey is GET /v1/stores/{store}/keys/{key}.
+func (r *Runtime) getKey(w http.ResponseWriter, req *http.Request) {
+	p, spec, qerr := r.queryStore(req.PathValue("store"))
+	if qerr != nil {
+		qerr.write(w)
+		return
+	}
+	key := []byte(req.PathValue("key"))
+	part := KeyPartition(key, p.partitions, 0)
+	if qerr := r.locate(req, p, part, req.URL.Query().Get("stale") == "true"); qerr != nil {
+		qerr.write(w)
+		return
+	}
+	var (
+		value []byte
+		found bool
+	)
+	err := r.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
+		var err error
+		value, found, err = read.get(key)
+		return err
+	})
+	if err != nil {
+		queryFailed(w, err)
+		return
+	}
+	w.Header().Set("X-Statehost-Partition", strconv.Itoa(int(part)))
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no key %q in store %s (partition %d)", key, spec.Name, part))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(value)
+}
+
+// getRange is GET /v1/stores/{store}/range.
+func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
+	p, spec, qerr := r.queryStore(req.PathValue("store"))
+	if qerr != nil {
+		qerr.write(w)
+		return
+	}
+	q := req.URL.Query()
+	stale := q.Get("stale") == "true"
+	limit := defaultRangeLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxRangeLimit {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a number from 1 to %d", s, maxRangeLimit))
+			return
+		}
+		limit = n
+	}
+	var from, to []byte
+	if q.Has("from") {
+		from = []byte(q.Get("from"))
+	}
+	if q.Has("to") {
+		to = []byte(q.Get("to"))
+	}
+	var parts []int32
+	if s := q.Get("partition"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n >= int(p.partitions) {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("partition %q: want a number from 0 to %d", s, p.partitions-1))
+			return
+		}
+		if qerr := r.locate(req, p, int32(n), stale); qerr != nil {
+			qerr.write(w)
+			return
+		}
+		parts = []int32{int32(n)}
+	} else {
+		for part := range p.partitions {
+			if r.locate(req, p, part, stale) == nil {
+				parts = append(parts, part)
+			}
+		}
+	}
+	names := make([]string, len(parts))
+	for i, part := range parts {
+		names[i] = strconv.Itoa(int(part))
+	}
+	w.Header().Set("X-Statehost-Partitions", strings.Join(names, ","))
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	n := 0
+	for _, part := range parts {
+		if n >= limit {
+			break
+		}
+		err := r.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
+			return read.scan(from, to, func(k, v []byte) bool {
+				_ = enc.Encode(rangeEntry(part, k, v))
+				n++
+				return n < limit
+			})
+		})
+		if err != nil {
+			if n == 0 {
+				queryFailed(w, err)
+			} // else the answer has begun: it ends short, and the error is logged
+			r.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
+			return
+		}
+	}
+}
+
+// entry is a line of a range answer.
+type entry struct {
+	Partition   int32   `json:"partition"`
+	Key         *string `json:"key,omitempty"`
+	KeyBase64   *string `json:"key_base64,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+}
+
+func rangeEntry(part int32, k, v []byte) entry {
+	e := entry{Partition: part}
+	text := func(b []byte) (*string, *string) {
+		s := string(b)
+		if utf8.Valid(b) {
+			return &s, nil
+		}
+		s = base64.StdEncoding.EncodeToString(b)
+		return nil, &s
+	}
+	e.Key, e.KeyBase64 = text(k)
+	e.Value, e.ValueBase64 = text(v)
+	return e
+}
+
+// copyReader reads this instance's copy of a store partition.
+type copyReader struct {
+	get  func(key []byte) ([]byte, bool, error)
+	scan func(from, to []byte, fn func(k, v []byte) bool) error
+}
+
+// errCopyBusy: a memory store's copy cannot be read now.
+var errCopyBusy = errors.New("the store's copy here cannot be read now")
+
+// readCopy runs fn with a reader of this instance's copy of the store's partition part: a
+// Pebble store's committed state straight from the database; a memory store's with the loop
+// held between batches (at most memoryReadWait).
+func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
+	id := store.TaskID{Processor: p.cfg.Name, Partition: part}
+	if spec.Backend == store.Pebble {
+		return fn(copyReader{
+			get: func(key []byte) ([]byte, bool, error) { return r.stores.ReadCommitted(id, spec.Name, key) },
+			scan: func(from, to []byte, f func(k, v []byte) bool) error {
+				return r.stores.ScanCommitted(id, spec.Name, from, to, f)
+			},
+		})
+	}
+	if !r.lockFor(ctx, memoryReadWait) {
+		return fmt.Errorf("%w: the loop has been busy (a restore?) for %v", errCopyBusy, memoryReadWait)
+	}
+	defer r.mu.Unlock()
+	t := r.tasks[taskID{p.cfg.Name, part}]
+	if t == nil || t.cl == nil {
+		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
+	}
+	sp := t.cl.StoreTask().Partition(spec.Name)
+	return fn(copyReader{get: sp.ReadCommittedMemory, scan: sp.ScanCommittedMemory})
+}
+
+// memoryReadWait bounds how long a query of a memory store waits for the loop.
+const memoryReadWait = 2 * time.Second
+
+// lockFor takes r.mu, waiting at most d.
+func (r *Runtime) lockFor(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !r.mu.TryLock() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// queryFailed answers a read that failed: 503 for a busy copy, 500 otherwise.
+func queryFailed(w http.ResponseWriter, err error) {
+	if errors.Is(err, errCopyBusy) {
+		(&queryError{code: http.StatusServiceUnavailable, retryAfter: 1, err: err}).write(w)
+		return
+	}
+	writeError(w, http.StatusInternalServerError, err)
+}
+
+// advertised is the admin address other instances reach this one at: addr, with the host name
+// of the machine when the listener listens on every address.
+func advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return addr
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		return net.JoinHostPort(name, port)
+	}
+	return addr
+}
+
+// snapshot returns the latest assignment's hosts.
+func (o *owners) snapshot() map[string]map[string][]int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.hosts
+}
