@@ -6,7 +6,7 @@
 //
 // The commands:
 //
-//	statehost run [--config FILE]
+//	statehost run [--config FILE] [--progress auto|log|off] [--progress-interval DURATION]
 //	    Run the processors described by a configuration file until SIGINT or SIGTERM.
 //	statehost validate [--config FILE]
 //	    Check a configuration file and its plugins without running anything.
@@ -15,6 +15,12 @@
 //	    through the admin API of the configuration (admin.listen), and print the version it
 //	    runs now; each running task switches at its next commit. On failure the processor
 //	    runs on as it was, and deploy prints the application's error and exits 1.
+//	statehost inspect [--config FILE] [--json] [--timeout DURATION]
+//	    Print, without running the application, the stores of the configuration, the task
+//	    directories of its state directory with their checkpoints, and each changelog
+//	    partition's start and end offsets on the brokers with the lag of the local checkpoint
+//	    behind the end: the records a restore would read. --json prints the same as one JSON
+//	    object.
 //	statehost broker --data-dir DIR [--listen ADDR] [--sync-writes]
 //	    Run the embedded Kafka-protocol broker (default address 127.0.0.1:9092), its state
 //	    kept in DIR, until SIGINT or SIGTERM. It logs "broker listening" once it accepts
@@ -32,6 +38,67 @@
 //	    WebAssembly module, by default DIR/<base of DIR>.wasm.
 //	statehost help [COMMAND]
 //	    Print the usage, or the flags of one command.
+//
+// # Restore progress
+//
+// While run restores stores (at start, or after a rebalance gave it tasks), it shows their
+// progress. When standard error is a terminal (and TERM is not dumb) and the logs are text,
+// each store partition whose restore lasts over 250ms gets a bar, removed when it ends:
+//
+//	count/counts p0  [=============>-----------------]  110.4k of 300.0k  36%  184.8k/s  eta 1s
+//
+// processor/store and partition, the changelog offsets read of the restore's total (offsets
+// of transaction markers and compacted records count as read), the rate since the restore
+// began, and the time left at that rate. The log lines print above the bars, at their next
+// frame (150ms); between restores the logs go to the terminal directly. Otherwise (standard
+// error is a file or a pipe, --log-json, or --progress log) each restore that has run
+// --progress-interval (default 5s) logs a line that often:
+//
+//	[INFO]  statehost.restore: restore progress: processor=count store=counts partition=0 offset=110399 restored=110400 total=300000 percent=36 rate=184812 eta=1s topic=wordcount-counts-changelog
+//
+// offset is the last offset applied (the store's checkpoint), rate in records per second.
+// The "restore started" and "restore done" lines are logged in every mode, --progress off
+// included. Standby tasks never end their restore and show no progress.
+//
+// # Inspect
+//
+// inspect reads the configuration, the state directory <state_dir>/<application_id> and the
+// brokers, never the application itself, so it works while the application runs, here or
+// elsewhere:
+//
+//	Application wordcount (at_least_once), configuration /srv/wc/app.hcl
+//	State directory /srv/wc/state/wordcount: not in use; checkpoints from its database
+//	Brokers kafka-1:9092
+//
+//	PROCESSOR  STORE   TYPE      BACKEND  LOGGING  CHANGELOG
+//	count      counts  keyvalue  pebble   on       wordcount-counts-changelog
+//
+//	TASK        DIRECTORY         CHECKPOINT FILE  DATABASE
+//	count_0     tasks/count_0     counts@99        counts@99
+//	count_1     tasks/count_1     counts@41        counts@41
+//	tokenize_0  tasks/tokenize_0  none             no state
+//
+//	CHANGELOG                   PARTITION  START  END  CHECKPOINT  LAG
+//	wordcount-counts-changelog  0          0      125  99          25
+//	wordcount-counts-changelog  1          0      42   41          0
+//
+// The checkpoint of a store partition is the offset of the last changelog record its local
+// copy applied; the lag is the records a restore would read now, from the checkpoint, or
+// from the log start without one (or with one at or past the end, or before the log start,
+// which a restore would not trust: the NOTE column says so). Under exactly_once the marker
+// that ends a changelog partition is not counted.
+//
+// When no process holds the state directory, inspect reads the checkpoints from the
+// instance's Pebble database (the authority) and the .checkpoint files; it holds the
+// directory's lock while it reads, so a run started on the same directory at that very
+// moment refuses to start. When a running instance holds it (the LOCK flock; Pebble could not
+// be opened beside it anyway), inspect says so and reads the .checkpoint files, which the
+// instance rewrites at every commit. The brokers are kafka.brokers, or the embedded broker's
+// listen address, which answers only while a run serves it: when no broker answers, inspect
+// says why and prints the local part with unknown end offsets and lag. inspect exits 0 when
+// it printed what it could read (an unreachable broker or a locked directory included), and 1
+// on a configuration problem (printed as validate prints it) or local state that exists but
+// cannot be read (each problem names its file).
 //
 // --brokers defaults to 127.0.0.1:9092. The global flags --log-level (trace, debug, info,
 // warn or error; default info) and --log-json may come before or after the command; logs go

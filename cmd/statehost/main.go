@@ -47,12 +47,18 @@ type command struct {
 
 // commands lists the commands in the order usage shows them.
 var commands = []command{
-	{name: "run", synopsis: "[--config FILE]", run: runCmd, ownFlags: true,
+	{name: "run", synopsis: "[--config FILE] [--progress auto|log|off] [--progress-interval DURATION]", run: runCmd, ownFlags: true,
 		summary: "Run the processors described by a configuration file until SIGINT or SIGTERM."},
 	{name: "validate", synopsis: "[--config FILE]", run: validateCmd, ownFlags: true,
 		summary: "Check a configuration file and its plugins without running anything."},
 	{name: "deploy", synopsis: deploySynopsis, run: deployCmd, ownFlags: true,
 		summary: "Deploy a new module to a processor of the running application, through its admin API."},
+	{name: "query", synopsis: querySynopsis, run: queryCmd, ownFlags: true,
+		summary: "Print the value of a key in a store of the running application (interactive query)."},
+	{name: "status", synopsis: statusSynopsis, run: statusCmd, ownFlags: true,
+		summary: "Print the tasks, restores and module versions of a running application instance."},
+	{name: "inspect", synopsis: inspectSynopsis, run: inspectCmd, ownFlags: true,
+		summary: "Print the stores, task directories, checkpoints and changelog lag of an application, without running it."},
 	{name: "broker", synopsis: brokerSynopsis, run: brokerCmd, ownFlags: true,
 		summary: "Run the embedded Kafka-protocol broker until SIGINT or SIGTERM."},
 	{name: "produce", synopsis: produceSynopsis, run: produceCmd, ownFlags: true,

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/statehost/statehost/config"
@@ -16,13 +19,25 @@ named by its application_id, their stores restored from their changelogs before 
 anything, committed every commit_interval. With kafka.brokers empty, an embedded broker runs
 in the process. SIGINT or SIGTERM commits, checkpoints and exits 0; a configuration problem
 prints every diagnostic and exits 1.
+
+While stores restore (at start, or after a rebalance), a progress bar per restoring store
+partition shows on standard error when it is a terminal and the logs are text: processor/store
+and partition, offsets read of the restore's total, percentage, rate and time left; the log
+lines print above the bars. Otherwise (or with --progress log) a "restore progress" line is
+logged every --progress-interval per restore that has run that long, with the keys processor,
+store, partition, offset, restored, total, percent, rate (records/s), eta and topic. The
+"restore started" and "restore done" lines are logged in every mode.
 `
+
+const runSynopsis = "[--config FILE] [--progress auto|log|off] [--progress-interval DURATION]"
 
 // runCmd is `statehost run [--config FILE]`: it runs the application until SIGINT or
 // SIGTERM, with an embedded broker when kafka.brokers is empty.
 func runCmd(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "run", "[--config FILE]", runUsage)
+	fs := newFlagSet(env, "run", runSynopsis, runUsage)
 	path := fs.String("config", "config.hcl", "the application's configuration `file`")
+	progressMode := fs.String("progress", progressAuto, "how restores show their progress: `MODE` auto (bars on a terminal, else log lines), log or off")
+	progressEvery := fs.Duration("progress-interval", defaultProgressInterval, "how often a restore logs a progress line: a `DURATION` such as 5s")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -30,11 +45,22 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 	if len(pos) > 0 {
 		return usageError(fs, "unexpected argument %q", pos[0])
 	}
+	switch *progressMode {
+	case progressAuto, progressLog, progressOff:
+	default:
+		return usageError(fs, "--progress %q: want auto, log or off", *progressMode)
+	}
+	if *progressEvery <= 0 {
+		return usageError(fs, "--progress-interval %v: want a positive duration", *progressEvery)
+	}
 	cfg, ok := loadConfig(env, *path, config.Options{})
 	if !ok {
 		return exitFailure
 	}
-	log := env.Logger
+	log, progress := newRunProgress(env, *progressMode, *progressEvery)
+	if progress != nil {
+		defer progress.Close()
+	}
 
 	brokers := cfg.Kafka.Brokers
 	if len(brokers) == 0 {
@@ -56,7 +82,11 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 		log.Info("embedded broker listening", "addr", b.Addr(), "data_dir", cfg.EmbeddedBroker.DataDir)
 	}
 
-	rt, err := runtime.New(ctx, runtime.Options{Config: cfg, Brokers: brokers, Logger: log})
+	opts := runtime.Options{Config: cfg, Brokers: brokers, Logger: log}
+	if progress != nil {
+		opts.RestoreListener = progress
+	}
+	rt, err := runtime.New(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before the application started", "reason", context.Cause(ctx))
@@ -65,10 +95,42 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 		return reportRunError(env, cfg, err)
 	}
 	defer rt.Close()
-	if err := rt.Run(ctx); err != nil {
+	if progress != nil {
+		progress.setAlive(func(processor string, partition int32) bool {
+			for _, t := range rt.Status().Tasks {
+				if t.Processor == processor && t.Partition == partition {
+					return t.State == "restoring"
+				}
+			}
+			return false
+		})
+	}
+	err = rt.Run(ctx)
+	if progress != nil {
+		progress.Close() // the bars go before anything is printed below them
+	}
+	if err != nil {
 		return reportRunError(env, cfg, err)
 	}
 	return exitOK
+}
+
+// newRunProgress returns the logger of the run and the progress of its restores for the
+// --progress mode: with bars (auto, on a terminal, text logs), a logger that prints its lines
+// above the bars; otherwise env.Logger, and progress lines logged every interval (or none
+// for off: progress is nil).
+func newRunProgress(env *cliEnv, mode string, interval time.Duration) (hclog.Logger, *restoreProgress) {
+	if mode == progressOff {
+		return env.Logger, nil
+	}
+	f, ok := env.Stderr.(*os.File)
+	if mode == progressLog || !ok || !useBars(f, env.LogJSON) {
+		return env.Logger, newRestoreProgress(env.Logger.Named("restore"), nil, interval)
+	}
+	ui, out := newBarUI(f)
+	// The options of run's logger (main.go), on out.
+	log := hclog.New(&hclog.LoggerOptions{Name: "statehost", Level: env.Logger.GetLevel(), Output: out, Color: hclog.AutoColor})
+	return log, newRestoreProgress(log.Named("restore"), ui, interval)
 }
 
 // reportRunError prints a configuration problem as diagnostics and anything else as a log

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/host/runtime"
+)
+
+const querySynopsis = "[--config FILE] [--stale] STORE KEY"
+
+const queryUsage = `Prints the value of KEY in the key-value store STORE of the running application of a
+configuration file, as its admin API answers it (admin.listen): the instance there answers
+from its copy, or redirects to the instance that runs the key's task. Exits 1 when the key is
+absent (with a message on stderr), or when the store cannot answer now (its task restores or
+moves: retry, or pass --stale to read a restoring or standby copy).
+`
+
+const statusSynopsis = "[--config FILE] [--json]"
+
+const statusUsage = `Prints the tasks of the running application instance of a configuration file, through its
+admin API (admin.listen): each task's state (restoring, running, standby), its changelog lag,
+the progress of its stores' restores (records restored of total, rate, time left), and the
+module versions of the processors.
+`
+
+// adminTimeout bounds a query or a status request.
+const adminTimeout = 30 * time.Second
+
+// queryCmd is `statehost query [--config FILE] [--stale] STORE KEY`.
+func queryCmd(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "query", querySynopsis, queryUsage)
+	cfgPath := fs.String("config", "config.hcl", "the application's configuration `file`")
+	stale := fs.Bool("stale", false, "also read a copy that is restoring or a standby")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return usageError(fs, "want STORE and KEY, got %d arguments", len(pos))
+	}
+	cfg, ok := loadConfig(env, *cfgPath, config.Options{})
+	if !ok {
+		return exitFailure
+	}
+	log := env.Logger.Named("query")
+	path := "/v1/stores/" + url.PathEscape(pos[0]) + "/keys/" + url.PathEscape(pos[1])
+	if *stale {
+		path += "?stale=true"
+	}
+	body, status, err := adminGet(ctx, cfg, path)
+	switch {
+	case err != nil:
+		return failed(log, "cannot query", err)
+	case status == http.StatusNotFound:
+		fmt.Fprintf(env.Stderr, "%s\n", adminError(body))
+		return exitFailure
+	case status != http.StatusOK:
+		return failed(log, "cannot query", fmt.Errorf("%s: %s", http.StatusText(status), adminError(body)))
+	}
+	_, _ = env.Stdout.Write(body)
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		fmt.Fprintln(env.Stdout)
+	}
+	return exitOK
+}
+
+// statusCmd is `statehost status [--config FILE] [--json]`.
+func statusCmd(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "status", statusSynopsis, statusUsage)
+	cfgPath := fs.String("config", "config.hcl", "the application's configuration `file`")
+	asJSON := fs.Bool("json", false, "print the admin API's JSON as it is")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(fs, "want no arguments, got %d", len(pos))
+	}
+	cfg, ok := loadConfig(env, *cfgPath, config.Options{})
+	if !ok {
+		return exitFailure
+	}
+	log := env.Logger.Named("status")
+	body, status, err := adminGet(ctx, cfg, "/v1/status")
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("%s: %s", http.StatusText(status), adminError(body))
+	}
+	if err != nil {
+		return failed(log, "cannot read the status", err)
+	}
+	if *asJSON {
+		_, _ = env.Stdout.Write(body)
+		return exitOK
+	}
+	var st runtime.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return failed(log, "cannot read the status", fmt.Errorf("the admin API's answer: %w", err))
+	}
+	writeStatus(env.Stdout, st)
+	return exitOK
+}
+
+// writeStatus prints st as tables: tasks, then processors.
+func writeStatus(w io.Writer, st runtime.Status) {
+	fmt.Fprintf(w, "application %s", st.ApplicationID)
+	if st.Admin != "" {
+		fmt.Fprintf(w, " (instance %s)", st.Admin)
+	}
+	fmt.Fprintf(w, ": %d tasks\n\n", len(st.Tasks))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATE\tLAG\tSTORE\tRESTORED\tRATE\tLEFT")
+	for _, ts := range st.Tasks {
+		task := fmt.Sprintf("%s_%d", ts.Processor, ts.Partition)
+		lag := "-"
+		if ts.Lag >= 0 {
+			lag = fmt.Sprint(ts.Lag)
+		}
+		if len(ts.Restores) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\n", task, ts.State, lag)
+			continue
+		}
+		for i, rs := range ts.Restores {
+			if i > 0 {
+				task, lag = "", ""
+			}
+			left := "-"
+			switch {
+			case rs.Done:
+				left = "done"
+			case rs.ETASeconds >= 0:
+				left = (time.Duration(rs.ETASeconds * float64(time.Second))).Round(time.Second).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, rs.Store, rs.Restored, rs.Total, rs.Rate, left)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROCESSOR\tMODULE\tLOADED\tTASKS\tPREVIOUS")
+	for _, ps := range st.Processors {
+		prev := "-"
+		if ps.Previous != nil {
+			prev = shortHash(ps.Previous.Hash)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ps.Name, shortHash(ps.Current.Hash), ps.Current.LoadedAt.Format(time.RFC3339), ps.Tasks, prev)
+	}
+	_ = tw.Flush()
+}
+
+// adminGet GETs path from the admin API of cfg's application, following redirects to other
+// instances, and returns the body and the status code.
+func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, int, error) {
+	if cfg.Admin.Listen == "" {
+		return nil, 0, errors.New("the config has no admin listener (admin { listen = ... })")
+	}
+	addr, err := adminAddr(cfg.Admin.Listen)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, 0, fmt.Errorf("the admin API on %s (does the application run?): %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the answer of %s: %w", addr, err)
+	}
+	return body, resp.StatusCode, nil
+}
+
+// adminError is the message of an admin API error body {"error": "..."}, or the body.
+func adminError(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return strings.TrimSpace(string(body))
+}
