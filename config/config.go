@@ -80,6 +80,10 @@ type EmbeddedBroker struct {
 // Admin is the admin block.
 type Admin struct {
 	Listen string // "" = disabled
+	// Advertise is the address other instances and clients reach the listener at (interactive
+	// queries redirect there); "": the listener's address, with the machine's host name when
+	// it listens on every interface.
+	Advertise string
 }
 
 // Topic is a topic block: a topic created at start when missing.

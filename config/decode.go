@@ -73,7 +73,8 @@ type rawEmbeddedBroker struct {
 }
 
 type rawAdmin struct {
-	Listen hcl.Expression `hcl:"listen,optional"`
+	Listen    hcl.Expression `hcl:"listen,optional"`
+	Advertise hcl.Expression `hcl:"advertise,optional"`
 }
 
 type rawTopic struct {
@@ -189,6 +190,11 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 			c.Admin.Listen = s
 			if s != "" {
 				d.hostPort(raw.Admin.Listen.Range(), "admin listen address", s, defaultAdminListen, true, true)
+			}
+		}
+		if s, ok := d.str(raw.Admin.Advertise, "advertise"); ok && s != "" {
+			if d.hostPort(raw.Admin.Advertise.Range(), "admin advertised address", s, "statehost-1.internal:9464", false, false) {
+				c.Admin.Advertise = s
 			}
 		}
 	}

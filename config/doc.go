@@ -47,8 +47,10 @@
 //	}
 //
 //	admin {                                 # optional
-//	  listen = "127.0.0.1:9464"             # default "127.0.0.1:9464"; "" disables it
-//	}
+//	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it
+//	  advertise = "statehost-1:9464"        # optional: where other instances reach it (the
+//	}                                       # redirects of interactive queries); default the
+//	                                        # listen address (the host name for 0.0.0.0)
 //
 //	topic "sentences" {                     # any number; created at start when missing
 //	  partitions = 4                        # required, >= 1

@@ -114,3 +114,26 @@ probing_rebalance_interval = "10.5ms"`))
 		t.Errorf("after errors: %d, %d, %v, %v; want the defaults", c.StandbyReplicas, c.AcceptableRecoveryLag, c.StateCleanupDelay, c.ProbingRebalanceInterval)
 	}
 }
+
+// TestAdminAdvertise: admin.advertise is a host:port with a host and a port; a bad one is a
+// diagnostic on it.
+func TestAdminAdvertise(t *testing.T) {
+	_, path := writeConfig(t, instancesConfig(`admin {
+  listen    = "0.0.0.0:9464"
+  advertise = "statehost-1.internal:9464"
+}`))
+	c, diags := config.Load(path, config.Options{})
+	noDiagnostics(t, c.Files, diags)
+	if c.Admin.Advertise != "statehost-1.internal:9464" {
+		t.Errorf("advertise %q", c.Admin.Advertise)
+	}
+	for _, bad := range []string{":9464", "host", "host:0"} {
+		_, path := writeConfig(t, instancesConfig(`admin {
+  advertise = "`+bad+`"
+}`))
+		_, diags := config.Load(path, config.Options{})
+		if !diags.HasErrors() || diags[0].Subject.Start.Line != 3 {
+			t.Errorf("advertise %q: %v, want an error on line 3", bad, diags)
+		}
+	}
+}

@@ -294,10 +294,16 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 		}
 	}()
 	r.log.Info("admin listening", "addr", ln.Addr().String())
-	r.local.setAdmin(advertised(ln.Addr().String()))
+	adv := r.cfg.Admin.Advertise
+	if adv == "" {
+		adv = advertised(ln.Addr().String())
+	}
+	r.local.setAdmin(adv)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close() // a client that does not read its answer does not hold the stop
+		}
 	}, nil
 }

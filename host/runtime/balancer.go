@@ -247,11 +247,20 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
 	// new owner follows its changelog as a standby, so that it starts warm.
 	final := plan.AsMemberIDMap()
+	// Who runs what, for interactive queries: the partitions of each group's first topic
+	// stand for its units (the map goes to every member: keep it small).
 	hosts := map[string]map[string][]int32{}
 	for _, mb := range members {
-		if mb.state.admin != "" {
-			hosts[mb.state.admin] = final[mb.m.MemberID]
+		if mb.state.admin == "" {
+			continue
 		}
+		tps := map[string][]int32{}
+		for t, parts := range final[mb.m.MemberID] {
+			if groups[groupOf(t)][0] == t {
+				tps[t] = parts
+			}
+		}
+		hosts[mb.state.admin] = tps
 	}
 	extra := make(map[string]standbyAssignment, len(members))
 	for i, mb := range members {

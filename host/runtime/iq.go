@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -134,14 +135,16 @@ func (r *Runtime) locate(req *http.Request, p *processor, part int32, stale bool
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
 			err: fmt.Errorf("task %s is restoring its stores here (add stale=true to read what it has restored)", id)}
 	}
-	addr, ok := r.owners.of(p.cfg.Inputs[0], part)
+	addr, ok := r.owners.of(r.unitTopic(p), part)
 	q := req.URL.Query()
 	if !ok || addr == r.local.adminAddr() || q.Get("redirected") != "" {
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
 			err: fmt.Errorf("no instance runs task %s now (it is moving in a rebalance); retry", id)}
 	}
 	q.Set("redirected", "1")
-	return &queryError{code: http.StatusTemporaryRedirect, location: "http://" + addr + req.URL.Path + "?" + q.Encode(),
+	// The path as it came, escapes included: a key may hold '?', '#', '%' or '/'.
+	loc := url.URL{Scheme: "http", Host: addr, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: q.Encode()}
+	return &queryError{code: http.StatusTemporaryRedirect, location: loc.String(),
 		err: fmt.Errorf("task %s runs on %s", id, addr)}
 }
 
@@ -200,11 +203,11 @@ func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
 		limit = n
 	}
 	var from, to []byte
-	if q.Has("from") {
-		from = []byte(q.Get("from"))
+	if s := q.Get("from"); s != "" { // empty: from the first key
+		from = []byte(s)
 	}
-	if q.Has("to") {
-		to = []byte(q.Get("to"))
+	if s := q.Get("to"); s != "" { // empty: to the last key
+		to = []byte(s)
 	}
 	var parts []int32
 	if s := q.Get("partition"); s != "" {
@@ -229,28 +232,40 @@ func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
 	for i, part := range parts {
 		names[i] = strconv.Itoa(int(part))
 	}
-	w.Header().Set("X-Statehost-Partitions", strings.Join(names, ","))
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
-	n := 0
+	// The entries are gathered first and written after: a slow client never holds a store
+	// read (nor, for a memory store, the loop).
+	var entries []entry
+	var failure error
 	for _, part := range parts {
-		if n >= limit {
+		if len(entries) >= limit {
 			break
 		}
 		err := r.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
 			return read.scan(from, to, func(k, v []byte) bool {
-				_ = enc.Encode(rangeEntry(part, k, v))
-				n++
-				return n < limit
+				entries = append(entries, rangeEntry(part, k, v))
+				return len(entries) < limit
 			})
 		})
 		if err != nil {
-			if n == 0 {
+			if len(entries) == 0 {
 				queryFailed(w, err)
-			} // else the answer has begun: it ends short, and the error is logged
+				return
+			}
+			failure = fmt.Errorf("partition %d: %w", part, err)
 			r.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
-			return
+			break
 		}
+	}
+	w.Header().Set("X-Statehost-Partitions", strings.Join(names, ","))
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	for _, e := range entries {
+		_ = enc.Encode(e)
+	}
+	if failure != nil { // the answer is short: its last line says why
+		_ = enc.Encode(struct {
+			Error string `json:"error"`
+		}{failure.Error()})
 	}
 }
 
@@ -357,4 +372,18 @@ func (o *owners) snapshot() map[string]map[string][]int32 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.hosts
+}
+
+// unitTopic is the topic whose partitions stand for the units of p in the hosts map: the first
+// (sorted) topic of its co-partition group, as the balancer publishes them.
+func (r *Runtime) unitTopic(p *processor) string {
+	group := newTaskBalancer(r.procs).group
+	root := group[p.cfg.Inputs[0]]
+	first := ""
+	for t, g := range group {
+		if g == root && (first == "" || t < first) {
+			first = t
+		}
+	}
+	return first
 }

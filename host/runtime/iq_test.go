@@ -3,6 +3,7 @@ package runtime
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -327,5 +328,75 @@ func TestStatusAfterRestore(t *testing.T) {
 	}
 	if total == 0 {
 		t.Error("no restore in the status")
+	}
+}
+
+// TestQuerySpecialKeys: keys with '?', '#', '%', '/' and bytes that are not UTF-8 are read
+// through either instance (redirected with their escapes intact), and a range with empty
+// bounds lists them all, the non-UTF-8 one in base64.
+func TestQuerySpecialKeys(t *testing.T) {
+	brokers := cluster(t)
+	src := `
+application_id  = "keys"
+commit_interval = "100ms"
+admin { listen = "127.0.0.1:0" }
+topic "keys" {
+  partitions = 4
+}
+processor "count" {
+  module  = "{{count}}"
+  inputs  = ["keys"]
+  outputs = ["key-counts"]
+  store "counts" {}
+}
+`
+	a := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	b := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	cl, _ := client(t, brokers)
+	keys := []string{"a?b", "a#b", "100%", "x/y", "../up", "\xff\xfe", "plain", "sp ace"}
+	ref := map[string]int{}
+	for _, k := range keys {
+		ref[k] = 1
+	}
+	produceKeyed(t, cl, "keys", keys)
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+	waitFor(t, 60*time.Second, "both instances to run tasks and know who runs what", func() bool {
+		return runningCount(a.rt) > 0 && runningCount(b.rt) > 0 && runningCount(a.rt)+runningCount(b.rt) == 4 &&
+			len(a.rt.owners.snapshot()) == 2
+	})
+	for _, k := range keys {
+		waitFor(t, 10*time.Second, fmt.Sprintf("key %q through instance a", k), func() bool {
+			code, body, _ := query(t, http.DefaultClient, a, "/v1/stores/counts/keys/"+url.PathEscape(k)+"?stale=false")
+			return code == http.StatusOK && body == "1"
+		})
+	}
+	found := map[string]bool{}
+	for _, in := range []*instance{a, b} {
+		code, body, _ := query(t, http.DefaultClient, in, "/v1/stores/counts/range?from=&to=&limit=100")
+		if code != http.StatusOK {
+			t.Fatalf("range: %d %s", code, body)
+		}
+		sc := bufio.NewScanner(strings.NewReader(body))
+		for sc.Scan() {
+			var e entry
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case e.Key != nil:
+				found[*e.Key] = true
+			case e.KeyBase64 != nil:
+				k, err := base64.StdEncoding.DecodeString(*e.KeyBase64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				found[string(k)] = true
+			}
+		}
+	}
+	for _, k := range keys {
+		if !found[k] {
+			t.Errorf("the ranges miss %q (found %v)", k, found)
+		}
 	}
 }

@@ -106,6 +106,9 @@ func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
 	}
 	a.standby = r.partitions()
 	a.warmup = r.partitions()
+	if r.err == nil && len(r.b) == 0 {
+		return a, nil // from a member without the hosts (an older statehost)
+	}
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		r.fail()
