@@ -36,6 +36,9 @@ type StoreStatus struct {
 	Total       int64  `json:"total"`      // end_offset - start_offset: the records at most to apply
 	Restored    int64  `json:"restored"`   // records applied so far
 	Done        bool   `json:"done"`
+	// Lag is how far this copy of the store is behind the changelog end last seen, in
+	// offsets (0 once a restore is done: the running task writes the changelog).
+	Lag int64 `json:"lag"`
 	// Rate is the records applied per second since the restore began; ETASeconds the time
 	// left at that rate (offsets, so an upper bound: compaction and markers leave gaps), -1
 	// when unknown.
@@ -134,6 +137,9 @@ func (b *statusBoard) snapshot() []TaskStatus {
 			s.ETASeconds = -1
 			if secs := time.Since(s.began).Seconds(); !s.began.IsZero() && secs > 0 {
 				s.Rate = float64(s.Restored) / secs
+			}
+			if !s.Done {
+				s.Lag = max(s.EndOffset-s.position, 0)
 			}
 			switch left := max(s.EndOffset-s.position, 0); {
 			case s.Done || left == 0:

@@ -279,8 +279,8 @@ processor "count" {
 		t.Fatalf("status during the restore: %+v", st.Tasks)
 	}
 	rs := st.Tasks[0].Restores[0]
-	if rs.Store != "counts" || rs.Total != 300 || rs.Restored != 0 || rs.Done || rs.ETASeconds != -1 {
-		t.Errorf("restore progress %+v, want counts: 0 of 300, not done, no estimate yet", rs)
+	if rs.Store != "counts" || rs.Total != 300 || rs.Restored != 0 || rs.Done || rs.ETASeconds != -1 || rs.Lag != 300 {
+		t.Errorf("restore progress %+v, want counts: 0 of 300, not done, no estimate yet, 300 behind", rs)
 	}
 	if len(st.Processors) != 1 || st.Processors[0].Name != "count" || st.Processors[0].Current.Hash == "" {
 		t.Errorf("status processors %+v, want count with its module version", st.Processors)
