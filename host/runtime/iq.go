@@ -377,13 +377,17 @@ func (o *owners) snapshot() map[string]map[string][]int32 {
 // unitTopic is the topic whose partitions stand for the units of p in the hosts map: the first
 // (sorted) topic of its co-partition group, as the balancer publishes them.
 func (r *Runtime) unitTopic(p *processor) string {
-	group := newTaskBalancer(r.procs).group
-	root := group[p.cfg.Inputs[0]]
-	first := ""
-	for t, g := range group {
-		if g == root && (first == "" || t < first) {
-			first = t
+	r.unitTopicsOnce.Do(func() {
+		group := newTaskBalancer(r.procs).group
+		r.unitTopics = map[string]string{}
+		for _, q := range r.procs {
+			root := group[q.cfg.Inputs[0]]
+			for t, g := range group {
+				if first := r.unitTopics[q.cfg.Name]; g == root && (first == "" || t < first) {
+					r.unitTopics[q.cfg.Name] = t
+				}
+			}
 		}
-	}
-	return first
+	})
+	return r.unitTopics[p.cfg.Name]
 }

@@ -140,20 +140,23 @@ type Runtime struct {
 	readers  map[string][]*processor // input topic -> the processors that read it
 	outParts map[string]int32        // output topic -> its partition count
 
-	admCl      *kgo.Client // admin requests
-	adm        *kadm.Client
-	prodCl     *kgo.Client
-	producer   *changelog.Producer
-	restoreCl  *kgo.Client
-	restorer   *restore.Restorer
-	followCl   *kgo.Client                       // the standby tasks' changelogs
-	follower   *restore.Restorer                 // follows them (standby.go)
-	local      *localState                       // the state this instance holds, for the balancer and the cleanup
-	owners     owners                            // who runs what, for interactive queries (iq.go)
-	versions   atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.mu
-	versionsAt time.Time                         // when versions was stored (guarded by mu)
-	consumer   *kgo.Client
-	txn        *txnState // exactly-once; nil under at-least-once
+	admCl     *kgo.Client // admin requests
+	adm       *kadm.Client
+	prodCl    *kgo.Client
+	producer  *changelog.Producer
+	restoreCl *kgo.Client
+	restorer  *restore.Restorer
+	followCl  *kgo.Client       // the standby tasks' changelogs
+	follower  *restore.Restorer // follows them (standby.go)
+	local     *localState       // the state this instance holds, for the balancer and the cleanup
+	owners    owners            // who runs what, for interactive queries (iq.go)
+
+	unitTopicsOnce sync.Once
+	unitTopics     map[string]string                 // processor -> the topic that stands for its units in owners
+	versions       atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.mu
+	versionsAt     time.Time                         // when versions was stored (guarded by mu)
+	consumer       *kgo.Client
+	txn            *txnState // exactly-once; nil under at-least-once
 
 	// mu guards the task table and the offsets. The loop holds it while it restores,
 	// processes and commits; the rebalance callbacks hold it while they commit and close.
