@@ -9,9 +9,18 @@ import (
 	"syscall"
 )
 
-// lockDir takes an exclusive flock on path; the kernel releases it when the process dies, even by SIGKILL.
-func lockDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+// lockDir takes an exclusive flock on path; the kernel releases it when the process dies, even
+// by SIGKILL. readOnly opens path without creating or writing it (a flock needs no write
+// access); a missing file then means no lock: nil, nil.
+func lockDir(path string, readOnly bool) (*os.File, error) {
+	flags := os.O_CREATE | os.O_RDWR
+	if readOnly {
+		flags = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if readOnly && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}

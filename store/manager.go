@@ -35,6 +35,11 @@ type Settings struct {
 	SyncCommits bool
 	// SkipLock leaves <Dir>/LOCK alone, for a runtime that already holds it. Default false: Open takes an exclusive flock on <Dir>/LOCK, released when the process dies.
 	SkipLock bool
+	// ReadOnly opens the state for inspection: Pebble's read-only mode (the write-ahead log is
+	// replayed in memory, nothing is written), no directory is created, and the lock is taken
+	// through a read-only handle, held only while the Manager is open (a running instance
+	// still refuses to share the directory). Writes fail. Default false.
+	ReadOnly bool
 	// Logger receives the logs of the stores and of Pebble (Pebble's info lines at debug level). Default hclog.NewNullLogger().
 	Logger hclog.Logger
 }
@@ -98,19 +103,21 @@ func Open(s Settings) (*Manager, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(s.Dir, "tasks"), 0o755); err != nil {
-		return nil, fmt.Errorf("store: create state directory: %w", err)
+	if !s.ReadOnly {
+		if err := os.MkdirAll(filepath.Join(s.Dir, "tasks"), 0o755); err != nil {
+			return nil, fmt.Errorf("store: create state directory: %w", err)
+		}
 	}
 	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync}
 	if s.SyncCommits {
 		m.wo = pebble.Sync
 	}
 	if !s.SkipLock {
-		f, err := lockDir(filepath.Join(s.Dir, "LOCK"))
+		f, err := lockDir(filepath.Join(s.Dir, "LOCK"), s.ReadOnly)
 		if err != nil {
 			return nil, err
 		}
-		m.lock = f
+		m.lock = f // nil: read-only, and no instance ever locked the directory
 	}
 	cache := pebble.NewCache(s.MemoryBytes / 2)
 	defer cache.Unref()
@@ -119,6 +126,7 @@ func Open(s Settings) (*Manager, error) {
 		MemTableSize:                uint64(s.MemoryBytes / 8),
 		MemTableStopWritesThreshold: 4,
 		Logger:                      pebbleLogger{m.log.Named("pebble")},
+		ReadOnly:                    s.ReadOnly,
 	}
 	db, err := pebble.Open(filepath.Join(s.Dir, "pebble"), opts)
 	if err != nil {

@@ -53,7 +53,8 @@ type inspectReport struct {
 	Guarantee     string `json:"processing_guarantee"`
 	StateDir      string `json:"state_dir"`
 	// State is "open" (the database was read), "locked" (a running process holds the state
-	// directory: only the checkpoint files were read), "missing" (no state directory) or
+	// directory: only the checkpoint files were read), "unreadable" (no permission to open
+	// the database: only the checkpoint files were read), "missing" (no state directory) or
 	// "error" (StateError says why).
 	State      string `json:"state"`
 	StateError string `json:"state_error,omitempty"`
@@ -219,7 +220,8 @@ func inspect(ctx context.Context, log hclog.Logger, cfg *config.Config, timeout 
 		rep.Tasks = append(rep.Tasks, *tasks[name])
 	}
 
-	// The checkpoints of the changelog partitions: the database's, else the file's.
+	// The checkpoints of the changelog partitions: the database's when it was read (a file
+	// may be stale: one a deletion left behind), else the files'.
 	type tp struct {
 		topic string
 		part  int32
@@ -231,8 +233,10 @@ func inspect(ctx context.Context, log hclog.Logger, cfg *config.Config, timeout 
 	}
 	cps := map[tp]cpAt{}
 	for _, t := range rep.Tasks {
-		for _, e := range t.CheckpointFile {
-			cps[tp{e.Topic, e.Partition}] = cpAt{offset: e.Offset, from: "file"}
+		if rep.State != "open" { // with the database read, it is the truth: a file may be stale
+			for _, e := range t.CheckpointFile {
+				cps[tp{e.Topic, e.Partition}] = cpAt{offset: e.Offset, from: "file"}
+			}
 		}
 		for _, ls := range t.Database {
 			if ls.Checkpoint == nil {
@@ -240,8 +244,10 @@ func inspect(ctx context.Context, log hclog.Logger, cfg *config.Config, timeout 
 			}
 			k := tp{changelog.TopicName(cfg.ApplicationID, ls.Store), t.Partition}
 			c := cpAt{offset: *ls.Checkpoint, from: "database"}
-			if f, ok := cps[k]; ok && f.from == "file" && f.offset != c.offset {
-				c.file = &f.offset
+			for _, e := range t.CheckpointFile {
+				if e.Topic == k.topic && e.Partition == k.part && e.Offset != c.offset {
+					c.file = &e.Offset
+				}
 			}
 			cps[k] = c
 		}
@@ -396,9 +402,15 @@ func readDatabase(log hclog.Logger, rep *inspectReport, task func(name, proc str
 		rep.State = "missing" // a state directory that never held a database: nothing to open
 		return false
 	}
-	m, err := store.Open(store.Settings{Dir: rep.StateDir, MemoryBytes: store.MinMemoryBytes, Logger: log})
+	// Read-only: nothing in the directory changes, and the lock is held only while reading.
+	m, err := store.Open(store.Settings{Dir: rep.StateDir, MemoryBytes: store.MinMemoryBytes, Logger: log, ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
 		rep.State = "locked"
+		return false
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		// A user who may read the checkpoint files but not the database: they are what it sees.
+		rep.State, rep.StateError = "unreadable", err.Error()
 		return false
 	}
 	if err != nil {

@@ -328,7 +328,17 @@ func etaOf(left int64, rate float64) time.Duration {
 	if rate <= 0 || left <= 0 {
 		return 0
 	}
-	return time.Duration(float64(left) / rate * float64(time.Second)).Round(time.Second)
+	return secondsDuration(float64(left) / rate)
+}
+
+// secondsDuration converts seconds to a duration rounded to the second, clamped to a
+// thousand days (a stalled restore's estimate would overflow a Duration).
+func secondsDuration(secs float64) time.Duration {
+	const most = 1000 * 24 * time.Hour
+	if secs >= most.Seconds() {
+		return most
+	}
+	return time.Duration(secs * float64(time.Second)).Round(time.Second)
 }
 
 // compact formats n for a bar: 987, 12.3k, 4.56M, 7.89G.

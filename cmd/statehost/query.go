@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mattn/go-isatty"
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/runtime"
@@ -21,7 +24,8 @@ const querySynopsis = "[--config FILE] [--stale] STORE KEY"
 const queryUsage = `Prints the value of KEY in the key-value store STORE of the running application of a
 configuration file, as its admin API answers it (admin.listen): the instance there answers
 from its copy, or redirects to the instance that runs the key's task. Exits 1 when the key is
-absent (with a message on stderr), or when the store cannot answer now (its task restores or
+absent (with a message on stderr). The value is printed as it is, byte for byte (a newline follows on a
+terminal only), or when the store cannot answer now (its task restores or
 moves: retry, or pass --stale to read a restoring or standby copy).
 `
 
@@ -68,7 +72,8 @@ func queryCmd(ctx context.Context, env *cliEnv, args []string) int {
 		return failed(log, "cannot query", fmt.Errorf("%s: %s", http.StatusText(status), adminError(body)))
 	}
 	_, _ = env.Stdout.Write(body)
-	if len(body) > 0 && body[len(body)-1] != '\n' {
+	// The value as it is, byte for byte (query s k > v.bin); on a terminal, a line.
+	if f, ok := env.Stdout.(*os.File); ok && isatty.IsTerminal(f.Fd()) && len(body) > 0 && body[len(body)-1] != '\n' {
 		fmt.Fprintln(env.Stdout)
 	}
 	return exitOK
@@ -138,7 +143,7 @@ func writeStatus(w io.Writer, st runtime.Status) {
 			case rs.Done:
 				left = "done"
 			case rs.ETASeconds >= 0:
-				left = (time.Duration(rs.ETASeconds * float64(time.Second))).Round(time.Second).String()
+				left = secondsDuration(rs.ETASeconds).String()
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, rs.Store, rs.Restored, rs.Total, rs.Rate, left)
 		}

@@ -53,12 +53,12 @@ func TestQueryAndStatusCommands(t *testing.T) {
 	for w, n := range ref {
 		var res result
 		for range 50 { // a count is read once committed
-			if res = runCLI(t.Context(), "", "query", "--config", cfg, "counts", w); res.code == 0 && res.stdout == strconv.Itoa(n)+"\n" {
+			if res = runCLI(t.Context(), "", "query", "--config", cfg, "counts", w); res.code == 0 && res.stdout == strconv.Itoa(n) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if res.code != 0 || res.stdout != strconv.Itoa(n)+"\n" {
+		if res.code != 0 || res.stdout != strconv.Itoa(n) {
 			t.Fatalf("statehost query counts %s: %s; want %d", w, res, n)
 		}
 	}
