@@ -23,10 +23,10 @@ const querySynopsis = "[--config FILE] [--stale] STORE KEY"
 
 const queryUsage = `Prints the value of KEY in the key-value store STORE of the running application of a
 configuration file, as its admin API answers it (admin.listen): the instance there answers
-from its copy, or redirects to the instance that runs the key's task. Exits 1 when the key is
-absent (with a message on stderr). The value is printed as it is, byte for byte (a newline follows on a
-terminal only), or when the store cannot answer now (its task restores or
-moves: retry, or pass --stale to read a restoring or standby copy).
+from its copy, or redirects to the instance that runs the key's task. The value is printed
+byte for byte (a newline follows on a terminal only). Exits 1 when the key is absent (with a
+message on stderr), or when the store cannot answer now (its task restores or moves: retry,
+or pass --stale to read a restoring or standby copy).
 `
 
 const statusSynopsis = "[--config FILE] [--json]"
