@@ -274,8 +274,10 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	case err != nil:
 		err = in.failure(ctx, done, err, 0)
 	case in.guest.IsClosed():
-		// The guest called proc_exit(0), which wazero may report as success.
-		err = in.newError(ErrExit, 0, sys.NewExitError(0))
+		// The guest called proc_exit(0), which wazero may report as success. It may have
+		// exited because a host function gave up at the deadline (an emit that timed out):
+		// failure tells, as when wazero reports the exit.
+		err = in.failure(ctx, done, sys.NewExitError(0), 0)
 	case api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
 		err = in.failure(ctx, done, nil, api.DecodeI32(stack[0]))
 	case in.batch != nil && in.last != len(in.batch)-1:
