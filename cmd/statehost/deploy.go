@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/statehost/statehost/config"
@@ -101,27 +99,12 @@ func deploy(ctx context.Context, cfg *config.Config, o deployOptions) (runtime.D
 		return res, fmt.Errorf("deploying to %s: %w", addr, err)
 	}
 	req.Header.Set("Content-Type", "application/wasm")
-	resp, err := http.DefaultClient.Do(req)
+	body, status, err := adminDo(req, addr, 1<<20)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the method and URL
-		}
-		return res, fmt.Errorf("deploying to the admin API on %s (does the application run?): %w", addr, err)
+		return res, fmt.Errorf("deploying: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return res, fmt.Errorf("reading the answer of %s: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(body))
-		}
-		return res, fmt.Errorf("%s refused %s for processor %s: %s: %s", addr, o.file, o.processor, resp.Status, e.Error)
+	if status != http.StatusOK {
+		return res, fmt.Errorf("%s refused %s for processor %s: %d %s: %s", addr, o.file, o.processor, status, http.StatusText(status), adminError(body))
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
 		return res, fmt.Errorf("reading the answer of %s: %w", addr, err)

@@ -178,16 +178,22 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, int
 	if err != nil {
 		return nil, 0, err
 	}
+	return adminDo(req, addr, 64<<20)
+}
+
+// adminDo sends req to the admin API on addr and returns the body (at most limit bytes) and
+// the status code; its errors name addr.
+func adminDo(req *http.Request, addr string, limit int64) ([]byte, int, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = ue.Err
+			err = ue.Err // without the method and URL
 		}
 		return nil, 0, fmt.Errorf("the admin API on %s (does the application run?): %w", addr, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the answer of %s: %w", addr, err)
 	}
