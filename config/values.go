@@ -48,6 +48,16 @@ func (d *decoder) value(expr hcl.Expression) (v cty.Value, ok bool) {
 		return cty.NilVal, false
 	}
 	v, diags := expr.Value(nil)
+	for _, diag := range diags {
+		// hcl ends the range of a function call that misses its ")" at 0:0 (found by
+		// FuzzParse): point at where the expression starts rather than print a garbled
+		// snippet.
+		for _, r := range []*hcl.Range{diag.Subject, diag.Context} {
+			if r != nil && r.End.Byte < r.Start.Byte {
+				r.End = r.Start
+			}
+		}
+	}
 	d.diags = append(d.diags, diags...)
 	if diags.HasErrors() || v.IsNull() {
 		return cty.NilVal, false

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // CheckpointFileName is the name of the checkpoint file exported in each task directory.
@@ -29,27 +31,16 @@ type CheckpointEntry struct {
 // The file is an export for operators and tools; the authoritative
 // checkpoint lives in the store, written atomically with the data.
 func WriteCheckpointFile(path string, entries []CheckpointEntry) error {
-	es := append([]CheckpointEntry(nil), entries...)
-	sort.Slice(es, func(i, j int) bool {
-		if es[i].Topic != es[j].Topic {
-			return es[i].Topic < es[j].Topic
-		}
-		return es[i].Partition < es[j].Partition
-	})
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "0\n%d\n", len(es))
-	for _, e := range es {
-		if strings.ContainsAny(e.Topic, " \n") || e.Topic == "" {
-			return fmt.Errorf("store: checkpoint file %s: invalid topic name %q", path, e.Topic)
-		}
-		fmt.Fprintf(&b, "%s %d %d\n", e.Topic, e.Partition, e.Offset)
+	b, err := encodeCheckpointFile(entries)
+	if err != nil {
+		return fmt.Errorf("store: checkpoint file %s: %w", path, err)
 	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("store: checkpoint file: %w", err)
 	}
-	if _, err := f.Write(b.Bytes()); err != nil {
+	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return fmt.Errorf("store: checkpoint file %s: write: %w", tmp, err)
 	}
@@ -70,6 +61,34 @@ func WriteCheckpointFile(path string, entries []CheckpointEntry) error {
 	return nil
 }
 
+// encodeCheckpointFile returns the text of a checkpoint file of entries, sorted by topic and
+// partition. It refuses what ReadCheckpointFile would not read back: an empty topic or one
+// with white space, a negative partition, two entries for one topic partition.
+func encodeCheckpointFile(entries []CheckpointEntry) ([]byte, error) {
+	es := append([]CheckpointEntry(nil), entries...)
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Topic != es[j].Topic {
+			return es[i].Topic < es[j].Topic
+		}
+		return es[i].Partition < es[j].Partition
+	})
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "0\n%d\n", len(es))
+	for i, e := range es {
+		if e.Topic == "" || strings.IndexFunc(e.Topic, unicode.IsSpace) >= 0 {
+			return nil, fmt.Errorf("invalid topic name %q", e.Topic)
+		}
+		if e.Partition < 0 {
+			return nil, fmt.Errorf("topic %s: negative partition %d", e.Topic, e.Partition)
+		}
+		if i > 0 && es[i-1].Topic == e.Topic && es[i-1].Partition == e.Partition {
+			return nil, fmt.Errorf("topic %s partition %d: two entries", e.Topic, e.Partition)
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", e.Topic, e.Partition, e.Offset)
+	}
+	return b.Bytes(), nil
+}
+
 // ReadCheckpointFile reads a checkpoint file written by WriteCheckpointFile or by Kafka Streams.
 func ReadCheckpointFile(path string) ([]CheckpointEntry, error) {
 	f, err := os.Open(path)
@@ -77,8 +96,22 @@ func ReadCheckpointFile(path string) ([]CheckpointEntry, error) {
 		return nil, fmt.Errorf("store: checkpoint file: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return readCheckpointFile(f, path)
+}
+
+// maxCheckpointPrealloc bounds the entries allocated ahead from a file's count line, which
+// may be corrupt: more are appended as they are read.
+const maxCheckpointPrealloc = 1024
+
+// readCheckpointFile parses a checkpoint file read from r; path names it in errors. Blank
+// lines are skipped. It refuses, naming the line: another version than 0, a count that is
+// not a number >= 0, fewer or more entries than the count, an entry that is not "topic
+// partition offset" with a 32-bit partition >= 0 and a 64-bit offset, two entries for one
+// topic partition, and a line longer than the scanner's buffer (64 KiB).
+func readCheckpointFile(r io.Reader, path string) ([]CheckpointEntry, error) {
+	sc := bufio.NewScanner(r)
 	line := 0
+	var scanErr error
 	next := func() (string, bool) {
 		for sc.Scan() {
 			line++
@@ -86,9 +119,15 @@ func ReadCheckpointFile(path string) ([]CheckpointEntry, error) {
 				return s, true
 			}
 		}
+		scanErr = sc.Err()
 		return "", false
 	}
-	bad := func(why string) error { return fmt.Errorf("store: checkpoint file %s line %d: %s", path, line, why) }
+	bad := func(why string) error {
+		if scanErr != nil {
+			return fmt.Errorf("store: checkpoint file %s after line %d: %w", path, line, scanErr)
+		}
+		return fmt.Errorf("store: checkpoint file %s line %d: %s", path, line, why)
+	}
 	v, ok := next()
 	if !ok {
 		return nil, bad("missing version")
@@ -104,7 +143,8 @@ func ReadCheckpointFile(path string) ([]CheckpointEntry, error) {
 	if err != nil || n < 0 {
 		return nil, bad(fmt.Sprintf("bad count %q", c))
 	}
-	out := make([]CheckpointEntry, 0, n)
+	out := make([]CheckpointEntry, 0, min(n, maxCheckpointPrealloc))
+	seen := make(map[CheckpointEntry]bool, min(n, maxCheckpointPrealloc))
 	for range n {
 		s, ok := next()
 		if !ok {
@@ -112,17 +152,28 @@ func ReadCheckpointFile(path string) ([]CheckpointEntry, error) {
 		}
 		fs := strings.Fields(s)
 		if len(fs) != 3 {
-			return nil, bad(fmt.Sprintf("malformed entry %q", s))
+			return nil, bad(fmt.Sprintf("malformed entry %q: want \"topic partition offset\"", s))
 		}
-		p, err1 := strconv.ParseInt(fs[1], 10, 32)
-		o, err2 := strconv.ParseInt(fs[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, bad(fmt.Sprintf("malformed entry %q", s))
+		p, err := strconv.ParseInt(fs[1], 10, 32)
+		if err != nil || p < 0 {
+			return nil, bad(fmt.Sprintf("malformed entry %q: bad partition %q", s, fs[1]))
 		}
-		out = append(out, CheckpointEntry{Topic: fs[0], Partition: int32(p), Offset: o})
+		o, err := strconv.ParseInt(fs[2], 10, 64)
+		if err != nil {
+			return nil, bad(fmt.Sprintf("malformed entry %q: bad offset %q", s, fs[2]))
+		}
+		tp := CheckpointEntry{Topic: fs[0], Partition: int32(p)}
+		if seen[tp] {
+			return nil, bad(fmt.Sprintf("second entry for topic %s partition %d", tp.Topic, tp.Partition))
+		}
+		seen[tp] = true
+		out = append(out, CheckpointEntry{Topic: tp.Topic, Partition: tp.Partition, Offset: o})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("store: checkpoint file %s: %w", path, err)
+	if s, ok := next(); ok {
+		return nil, bad(fmt.Sprintf("expected %d entries, found more: %q", n, s))
+	}
+	if scanErr != nil {
+		return nil, bad("")
 	}
 	return out, nil
 }
