@@ -84,6 +84,13 @@ type Admin struct {
 	// queries redirect there); "": the listener's address, with the machine's host name when
 	// it listens on every interface.
 	Advertise string
+	// Token, when not empty, is required of every request as "Authorization: Bearer <Token>"
+	// (/metrics excepted when MetricsPublic). It comes from admin.token, or from the
+	// environment variable AdminTokenEnv, which wins. Without one, Listen is a loopback
+	// address (Load refuses any other).
+	Token string
+	// MetricsPublic opens GET /metrics to requests without the token. Default false.
+	MetricsPublic bool
 }
 
 // Topic is a topic block: a topic created at start when missing.
@@ -116,6 +123,11 @@ type Processor struct {
 	OutputRanges []hcl.Range
 	Stores       []Store
 	DeclRange    hcl.Range
+
+	// OnError is what happens to an input record the plugin fails on. Default OnErrorFail.
+	OnError OnError
+	// OnErrorRange is the on_error attribute's value, or the block header when it is absent.
+	OnErrorRange hcl.Range
 }
 
 // The store types, the values of Store.Type.

@@ -243,7 +243,9 @@ processor "count" {
 			InputsRange: c.Processors[0].InputsRange,
 			Stores: []config.Store{{Name: "s", Type: "keyvalue", Backend: "pebble", Logging: true,
 				DeclRange: c.Processors[0].Stores[0].DeclRange}},
-			DeclRange: c.Processors[0].DeclRange,
+			DeclRange:    c.Processors[0].DeclRange,
+			OnError:      config.OnErrorFail,
+			OnErrorRange: c.Processors[0].DeclRange, // on_error is absent: the block header
 		}},
 	}
 	if !reflect.DeepEqual(*c, want) {

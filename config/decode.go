@@ -73,8 +73,11 @@ type rawEmbeddedBroker struct {
 }
 
 type rawAdmin struct {
-	Listen    hcl.Expression `hcl:"listen,optional"`
-	Advertise hcl.Expression `hcl:"advertise,optional"`
+	Listen        hcl.Expression `hcl:"listen,optional"`
+	Advertise     hcl.Expression `hcl:"advertise,optional"`
+	Token         hcl.Expression `hcl:"token,optional"`
+	MetricsPublic hcl.Expression `hcl:"metrics_public,optional"`
+	DefRange      hcl.Range      `hcl:",def_range"`
 }
 
 type rawTopic struct {
@@ -101,6 +104,7 @@ type rawProcessor struct {
 	Inputs      hcl.Expression `hcl:"inputs,optional"`
 	InputsRange hcl.Range      `hcl:"inputs,attr_range"`
 	Outputs     hcl.Expression `hcl:"outputs,optional"`
+	OnError     hcl.Expression `hcl:"on_error,optional"`
 	Stores      []rawStore     `hcl:"store,block"`
 	DefRange    hcl.Range      `hcl:",def_range"`
 }
@@ -184,20 +188,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 		}
 	}
 
-	c.Admin.Listen = defaultAdminListen
-	if raw.Admin != nil {
-		if s, ok := d.str(raw.Admin.Listen, "listen"); ok {
-			c.Admin.Listen = s
-			if s != "" {
-				d.hostPort(raw.Admin.Listen.Range(), "admin listen address", s, defaultAdminListen, true, true)
-			}
-		}
-		if s, ok := d.str(raw.Admin.Advertise, "advertise"); ok && s != "" {
-			if d.hostPort(raw.Admin.Advertise.Range(), "admin advertised address", s, "statehost-1.internal:9464", false, false) {
-				c.Admin.Advertise = s
-			}
-		}
-	}
+	d.decodeAdmin(raw.Admin, body, c)
 
 	for _, rt := range raw.Topics {
 		c.Topics = append(c.Topics, d.decodeTopic(rt))
@@ -210,6 +201,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	}
 	d.checkTopics(raw, c)
 	d.checkProcessors(raw, c)
+	d.checkDeadLetters(c)
 }
 
 func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
@@ -300,6 +292,7 @@ func (d *decoder) decodeProcessor(rp rawProcessor, opts Options) Processor {
 		}
 	}
 	p.Outputs, p.OutputRanges, _ = d.stringList(rp.Outputs, "outputs")
+	d.decodeOnError(rp, &p)
 
 	for _, rs := range rp.Stores {
 		p.Stores = append(p.Stores, d.decodeStore(rs))

@@ -47,10 +47,19 @@
 //	}
 //
 //	admin {                                 # optional
-//	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it
+//	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it; an address
+//	                                        # that is not loopback (127.0.0.0/8, ::1, localhost;
+//	                                        # ":9464" and 0.0.0.0 are not) needs a token
 //	  advertise = "statehost-1:9464"        # optional: where other instances reach it (the
-//	}                                       # redirects of interactive queries); default the
+//	                                        # redirects of interactive queries); default the
 //	                                        # listen address (the host name for 0.0.0.0)
+//	  token     = "..."                     # optional, no default: every request must carry
+//	                                        # "Authorization: Bearer <token>" (else 401);
+//	                                        # printable ASCII without spaces. The environment
+//	                                        # variable STATEHOST_ADMIN_TOKEN, when set and not
+//	                                        # empty, is the token instead
+//	  metrics_public = false                # default false; true: GET /metrics answers
+//	}                                       # without the token
 //
 //	topic "sentences" {                     # any number; created at start when missing
 //	  partitions = 4                        # required, >= 1
@@ -66,6 +75,12 @@
 //	  module  = "plugins/count/count.wasm"  # required; an existing .wasm file
 //	  inputs  = ["words"]                   # required, not empty, no duplicates
 //	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
+//	  on_error = "fail"                     # default "fail": what happens to a record the plugin
+//	                                        # fails on. "fail": the application stops with an
+//	                                        # error naming topic, partition and offset; "skip":
+//	                                        # the record's writes and emits are undone, it is
+//	                                        # counted and logged; "dead_letter": as skip, and the
+//	                                        # record goes to <application_id>-<processor>-dlq
 //
 //	  store "counts" {                      # any number; names unique in the application
 //	    type     = "keyvalue"               # default "keyvalue", or "window" or "session" (below)
@@ -104,6 +119,22 @@
 // standby_replicas, acceptable_recovery_lag, state_cleanup_delay and
 // probing_rebalance_interval matter when several instances run the application; the names in
 // parentheses are the Kafka Streams settings they stand for.
+//
+// A poison record is one the plugin fails on while it is the current record: the guest
+// returns an error, traps, panics, exits, or runs out of memory or past its time limit (a
+// failing store, producer or punctuation, or a stop, is not the record's fault: it always
+// fails). With "skip" and "dead_letter" the task undoes the record's writes (it writes back
+// what they overwrote, which the changelog records too) and drops its emits, starts a new
+// plugin instance, and goes on with the next record; the record's offset is committed with
+// the others. A record that ran out of time or memory is first tried again alone on a new
+// instance, and is poison only if it fails again. The dead-letter topic is created when missing with the processor's partition
+// count (a topic block may declare it, for its configs); a record goes to the partition of
+// its source (modulo the topic's partition count), with its key, value, timestamp and
+// headers, plus the headers statehost.error, statehost.processor, statehost.topic,
+// statehost.partition and statehost.offset.
+//
+// All the instances of an application share one admin token: a redirected interactive query
+// carries it to the instance that answers. The token is compared in constant time.
 //
 // Window and session stores take a backend and a logging block like keyvalue stores. Their
 // durations are Go durations like commit_interval. window_size and advance apply only to

@@ -121,6 +121,7 @@ func TestAdminAdvertise(t *testing.T) {
 	_, path := writeConfig(t, instancesConfig(`admin {
   listen    = "0.0.0.0:9464"
   advertise = "statehost-1.internal:9464"
+  token     = "t0ken"
 }`))
 	c, diags := config.Load(path, config.Options{})
 	noDiagnostics(t, c.Files, diags)

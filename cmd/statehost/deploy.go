@@ -20,7 +20,8 @@ const deploySynopsis = "[--config FILE] --processor NAME FILE.wasm"
 
 const deployUsage = `Deploys FILE.wasm as the module of the processor NAME of the running application of a
 configuration file, through its admin API (admin.listen; an address without a host or with
-0.0.0.0 is reached on 127.0.0.1). The application validates the module off the processing
+0.0.0.0 is reached on 127.0.0.1; with admin.token, or STATEHOST_ADMIN_TOKEN, set, the request
+carries it). The application validates the module off the processing
 path, and each running task switches to it at its next commit, with its stores as they are.
 Prints the version it runs now. If anything fails, the processor runs on as it was, and
 deploy prints the application's error and exits 1.
@@ -99,7 +100,7 @@ func deploy(ctx context.Context, cfg *config.Config, o deployOptions) (runtime.D
 		return res, fmt.Errorf("deploying to %s: %w", addr, err)
 	}
 	req.Header.Set("Content-Type", "application/wasm")
-	body, status, err := adminDo(req, addr, 1<<20)
+	body, status, err := adminDo(req, addr, cfg.Admin.Token, 1<<20)
 	if err != nil {
 		return res, fmt.Errorf("deploying: %w", err)
 	}

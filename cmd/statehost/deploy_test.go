@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -90,6 +91,9 @@ func TestDeployAdminAddr(t *testing.T) {
 // TestDeployAgainstServer runs deploy against a fake admin API: the request it sends, and
 // what it prints for a switch, an unchanged module and a refusal.
 func TestDeployAgainstServer(t *testing.T) {
+	// The admin listener is on every interface, which needs a token (the fake server and
+	// the app process take it from the environment, as the CLI does).
+	t.Setenv(config.AdminTokenEnv, "t")
 	const v1, v2 = "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
 	var answer struct {
 		code int
@@ -150,6 +154,9 @@ func TestDeployAgainstServer(t *testing.T) {
 // to its count processor with the deploy command: the running module, another valid one, a
 // broken one and one for an unknown processor; the application counts on.
 func TestE2EDeploy(t *testing.T) {
+	// The admin listener is on every interface, which needs a token (the fake server and
+	// the app process take it from the environment, as the CLI does).
+	t.Setenv(config.AdminTokenEnv, "t")
 	bin, addr, cfg, dir := e2eSetup(t, true)
 	mods := buildModules(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

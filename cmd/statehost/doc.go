@@ -39,6 +39,9 @@
 //	statehost help [COMMAND]
 //	    Print the usage, or the flags of one command.
 //
+// The commands that call the admin API (deploy, query, status) send the configuration's
+// admin token (admin.token, or the STATEHOST_ADMIN_TOKEN environment variable) when it has one.
+//
 // # Restore progress
 //
 // While run restores stores (at start, or after a rebalance gave it tasks), it shows their

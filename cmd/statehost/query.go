@@ -23,7 +23,8 @@ const querySynopsis = "[--config FILE] [--stale] STORE KEY"
 
 const queryUsage = `Prints the value of KEY in the key-value store STORE of the running application of a
 configuration file, as its admin API answers it (admin.listen): the instance there answers
-from its copy, or redirects to the instance that runs the key's task. The value is printed
+from its copy, or redirects to the instance that runs the key's task (the request carries
+the admin token of the configuration, if any, there too). The value is printed
 byte for byte (a newline follows on a terminal only). Exits 1 when the key is absent (with a
 message on stderr), or when the store cannot answer now (its task restores or moves: retry,
 or pass --stale to read a restoring or standby copy).
@@ -178,13 +179,36 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, int
 	if err != nil {
 		return nil, 0, err
 	}
-	return adminDo(req, addr, 64<<20)
+	return adminDo(req, addr, cfg.Admin.Token, 64<<20)
 }
 
-// adminDo sends req to the admin API on addr and returns the body (at most limit bytes) and
-// the status code; its errors name addr.
-func adminDo(req *http.Request, addr string, limit int64) ([]byte, int, error) {
-	resp, err := http.DefaultClient.Do(req)
+// adminClient is the HTTP client of the admin commands. An interactive query may answer 307
+// to the instance that runs the key's task (which answers 503 rather than redirect again):
+// adminClient follows that one redirect, of a GET of /v1/stores/..., with the Authorization
+// header of the first request, which Go's client drops on a redirect to another host (all the
+// instances of an application share one token). Any other redirect is not followed, so that
+// the token and a deployed module go nowhere else.
+var adminClient = &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) > 1 || req.Response == nil || req.Response.StatusCode != http.StatusTemporaryRedirect ||
+		first.Method != http.MethodGet || req.Method != http.MethodGet || req.URL.Scheme != "http" ||
+		!strings.HasPrefix(first.URL.Path, "/v1/stores/") || !strings.HasPrefix(req.URL.Path, "/v1/stores/") {
+		return http.ErrUseLastResponse // the caller sees the redirect as the answer
+	}
+	if auth := first.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	return nil
+}}
+
+// adminDo sends req to the admin API on addr, with the bearer token when not empty, and
+// returns the body (at most limit bytes) and the status code; its errors name addr. A 401
+// answer is an error that says which token to set.
+func adminDo(req *http.Request, addr, token string, limit int64) ([]byte, int, error) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := adminClient.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -196,6 +220,13 @@ func adminDo(req *http.Request, addr string, limit int64) ([]byte, int, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the answer of %s: %w", addr, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		hint := "the configuration has no admin token: set admin.token or the environment variable " + config.AdminTokenEnv + " to the application's"
+		if token != "" {
+			hint = "the configuration's admin token (admin.token or " + config.AdminTokenEnv + ") is not the application's"
+		}
+		return nil, resp.StatusCode, fmt.Errorf("the admin API on %s refused the request (%s): %s", resp.Request.URL.Host, adminError(body), hint)
 	}
 	return body, resp.StatusCode, nil
 }

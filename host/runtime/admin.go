@@ -193,6 +193,9 @@ const maxModuleBytes = 256 << 20
 // 422 for a module that failed its checks or its trial (nothing changed), and 504 when the
 // tasks had not all switched within the wait (the module stays deployed: they switch at their
 // next commit). Errors are {"error": "..."}; every response is JSON.
+//
+// With admin.token set, every request needs "Authorization: Bearer <token>" (GET /metrics
+// too, unless admin.metrics_public), or it is answered 401 (auth.go).
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
@@ -205,7 +208,10 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.getKey)
 	mux.HandleFunc("GET /v1/stores/{store}/range", r.getRange)
 	mux.Handle("GET /metrics", r.metrics.handler())
-	return mux
+	if r.cfg.Admin.Token == "" {
+		return mux
+	}
+	return requireToken(mux, r.cfg.Admin.Token, r.cfg.Admin.MetricsPublic)
 }
 
 // postModule is POST /v1/processors/{name}/module: it deploys the body as the module of the
@@ -293,13 +299,17 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: admin listener on %s: %w", addr, err)
 	}
+	if err := checkAdminExposure(ln.Addr(), r.cfg.Admin.Token); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("%w: it listens on %s (admin.listen %q)", err, ln.Addr(), addr)
+	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			r.log.Error("admin listener stopped", "addr", addr, "error", err)
 		}
 	}()
-	r.log.Info("admin listening", "addr", ln.Addr().String())
+	r.log.Info("admin listening", "addr", ln.Addr().String(), "token", r.cfg.Admin.Token != "", "metrics_public", r.cfg.Admin.MetricsPublic)
 	adv := r.cfg.Admin.Advertise
 	if adv == "" {
 		adv = advertised(ln.Addr().String())

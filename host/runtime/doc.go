@@ -47,4 +47,9 @@
 // committing its last batch, and Run returns the error, which names the processor, the
 // partition and the offset. Nothing is lost: the failed task's input
 // is processed again from its last committed offset by the next run.
+//
+// A processor's on_error setting changes what a poison record does (the plugin fails on
+// that record: an error, a trap, its time or memory limit): "skip" drops it and
+// "dead_letter" sends it to <application_id>-<processor>-dlq, in both cases with its writes
+// undone and its emits dropped, and the task goes on (poison.go).
 package runtime

@@ -36,6 +36,9 @@ import (
 //	statehost_plugin_reloads_total{processor,result}        counter    deploys: deployed, unchanged, refused, failed
 //	statehost_punctuations_total{processor}                 counter    punctuations run
 //	statehost_dropped_window_writes_total{processor,reason} counter    window writes dropped: late, expired, restore_skipped
+//	statehost_records_skipped_total{processor,reason}       counter    poison records skipped (on_error = "skip"), by the
+//	                                                                   guest's failure: error, trap, panic, exit, out_of_memory, timeout
+//	statehost_records_dead_lettered_total{processor}        counter    poison records sent to the dead-letter topic (on_error = "dead_letter")
 //
 // plus the Go runtime's (go_*) and the process's (process_*) collectors.
 //
@@ -61,6 +64,8 @@ type metrics struct {
 	commit       prometheus.Histogram
 	reloads      *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
+	skips        *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
 	stateOps     *prometheus.CounterVec
 	clRecords    *prometheus.CounterVec
 	clBytes      *prometheus.CounterVec
@@ -115,6 +120,14 @@ func newMetrics(board *statusBoard) *metrics {
 			Name: "statehost_dropped_window_writes_total",
 			Help: "Writes to window and session stores that were dropped: late (window closed), expired (past retention), restore_skipped (expired changelog records). Reported every 10s per task.",
 		}, []string{"processor", "reason"}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statehost_records_skipped_total",
+			Help: "Poison records skipped (on_error = \"skip\"), by the guest's failure: error, trap, panic, exit, out_of_memory, timeout.",
+		}, []string{"processor", "reason"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statehost_records_dead_lettered_total",
+			Help: "Poison records sent to the processor's dead-letter topic (on_error = \"dead_letter\").",
+		}, []string{"processor"}),
 		stateOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statehost_state_ops_total",
 			Help: "Store operations of the plugins, per operation and store.",
@@ -137,7 +150,7 @@ func newMetrics(board *statusBoard) *metrics {
 		progress:   make(map[restoreKey]*restoreProgress),
 	}
 	m.reg.MustRegister(m.processed, m.batch, m.punctuations, m.commit, m.reloads, m.dropped,
-		m.stateOps, m.clRecords, m.clBytes, m.restored,
+		m.skips, m.deadLetters, m.stateOps, m.clRecords, m.clBytes, m.restored,
 		&boardCollector{m: m, board: board},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -190,6 +203,12 @@ func (m *metrics) punctuated(proc string, n int) {
 		m.proc(proc).punctuations.Add(float64(n))
 	}
 }
+
+// skipped counts a poison record of proc skipped for reason (poison.go).
+func (m *metrics) skipped(proc, reason string) { m.skips.WithLabelValues(proc, reason).Inc() }
+
+// deadLettered counts a poison record of proc sent to its dead-letter topic.
+func (m *metrics) deadLettered(proc string) { m.deadLetters.WithLabelValues(proc).Inc() }
 
 // committed observes a commit that began at start.
 func (m *metrics) committed(start time.Time) {

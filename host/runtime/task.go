@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
 	"github.com/statehost/statehost/store"
 )
@@ -65,6 +66,10 @@ type task struct {
 
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported
+
+	// guard withdraws the effects of poison records; nil when the processor's on_error is
+	// "fail" (poison.go).
+	guard *poisonGuard
 }
 
 // openStores opens the task's stores, not restored yet.
@@ -86,7 +91,11 @@ func (t *task) openStores() error {
 // startPlugin instantiates the task's plugin, its processor's current module, over its
 // restored stores.
 func (t *task) startPlugin(ctx context.Context) error {
-	mod := t.proc.mod
+	return t.startModule(ctx, t.proc.mod)
+}
+
+// startModule instantiates mod as the task's plugin over its stores.
+func (t *task) startModule(ctx context.Context, mod *engine.Module) error {
 	t.touched = true // its init may write; known below
 	inst, err := mod.Instantiate(ctx, t.engineTask())
 	if err != nil {
@@ -111,12 +120,23 @@ func (t *task) engineTask() engine.Task {
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
 	}
+	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
+		if t.guard == nil {
+			t.guard = newPoisonGuard(t)
+		}
+	}
 	for _, s := range t.proc.stores {
-		switch s.Kind {
-		case store.Window:
+		switch {
+		case s.Kind == store.Window && t.guard != nil:
+			et.Windows[s.Name] = guardedWindows{t.cl.WindowStore(s.Name), t.guard, s.Name}
+		case s.Kind == store.Window:
 			et.Windows[s.Name] = t.cl.WindowStore(s.Name)
-		case store.Session:
+		case s.Kind == store.Session && t.guard != nil:
+			et.Sessions[s.Name] = guardedSessions{t.cl.SessionStore(s.Name), t.guard, s.Name}
+		case s.Kind == store.Session:
 			et.Sessions[s.Name] = t.cl.SessionStore(s.Name)
+		case t.guard != nil:
+			et.Stores[s.Name] = guardedStore{t.cl.Store(s.Name), t.guard, s.Name}
 		default:
 			et.Stores[s.Name] = t.cl.Store(s.Name)
 		}
@@ -150,10 +170,16 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	}
 	t.touched = true
 	began := time.Now()
-	if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
+	processed := len(recs)
+	if t.guard != nil {
+		var err error
+		if processed, err = t.processGuarded(ctx, t.batch); err != nil {
+			return err
+		}
+	} else if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
-	t.rt.metrics.processedBatch(t.id.proc, len(recs), time.Since(began))
+	t.rt.metrics.processedBatch(t.id.proc, processed, time.Since(began))
 	n, err := t.inst.Punctuate(ctx)
 	t.rt.metrics.punctuated(t.id.proc, n)
 	if err != nil {
@@ -238,13 +264,21 @@ func (t *task) close() error {
 type emitter struct{ t *task }
 
 func (e emitter) Emit(_ context.Context, rec engine.OutputRecord) error {
-	n, ok := e.t.rt.outParts[rec.Topic]
+	if g := e.t.guard; g != nil && g.active {
+		return g.emit(rec) // held back until the record is done (poison.go)
+	}
+	return e.t.output(rec)
+}
+
+// output produces an emitted record to its output topic, partitioned by key.
+func (t *task) output(rec engine.OutputRecord) error {
+	n, ok := t.rt.outParts[rec.Topic]
 	if !ok {
 		return fmt.Errorf("output topic %s is unknown", rec.Topic)
 	}
 	out := changelog.OutputRecord{
 		Topic:     rec.Topic,
-		Partition: KeyPartition(rec.Key, n, e.t.id.part),
+		Partition: KeyPartition(rec.Key, n, t.id.part),
 		Key:       rec.Key,
 		Value:     rec.Value,
 		Timestamp: rec.Timestamp,
@@ -255,5 +289,5 @@ func (e emitter) Emit(_ context.Context, rec engine.OutputRecord) error {
 			out.Headers[i] = changelog.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	return e.t.cl.Output(out)
+	return t.cl.Output(out)
 }

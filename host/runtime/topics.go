@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
 )
 
 // RepartitionTopicConfigs are the configs of a created repartition topic: records are
@@ -29,7 +30,8 @@ var RepartitionTopicConfigs = map[string]string{
 // nothing: every input exists or has a block, the inputs of a processor are co-partitioned,
 // declared partition counts match existing topics. Then the topic and repartition blocks'
 // missing topics are created, output topics that do not exist with the partition count of the
-// processor that writes them, and the changelogs with their processor's count. A topic the
+// processor that writes them, the dead-letter topics of processors with on_error =
+// "dead_letter" likewise, and the changelogs with their processor's count. A topic the
 // broker refuses to create (a bad config value) is a diagnostic on its block.
 func (r *Runtime) setupTopics(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -125,6 +127,23 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			r.outParts[out] = p.partitions
 		}
 	}
+	// Dead-letter topics, like outputs (the task produces its poison records there).
+	for _, p := range r.procs {
+		if p.cfg.OnError != config.OnErrorDeadLetter {
+			continue
+		}
+		dlq := r.cfg.DeadLetterTopic(p.cfg.Name)
+		if n, ok := planned[dlq]; ok {
+			r.outParts[dlq] = n
+			continue
+		}
+		if err := r.createTopic(ctx, dlq, p.partitions, nil); err != nil {
+			refused(p.cfg.OnErrorRange, "dead-letter topic", dlq, err)
+			continue
+		}
+		planned[dlq] = p.partitions
+		r.outParts[dlq] = p.partitions
+	}
 
 	// Changelogs.
 	tm, err := changelog.NewTopicManager(r.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
@@ -178,6 +197,9 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 		}
 		for _, t := range p.Outputs {
 			names[t] = true
+		}
+		if p.OnError == config.OnErrorDeadLetter {
+			names[r.cfg.DeadLetterTopic(p.Name)] = true
 		}
 	}
 	// WithAuthorizedOps bypasses the client's metadata cache, which would otherwise keep the
