@@ -144,8 +144,8 @@ func (m *Manager) DeleteTask(id TaskID) error {
 			_ = b.Delete(layoutKey(e.id), nil)
 			_ = b.Delete(registryKey(id, e.store), nil)
 		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			return fmt.Errorf("store: delete task %s: %w", id, err)
+		if err := m.commit(b, pebble.Sync); err != nil {
+			return fmt.Errorf("store: delete task %s in %s: %w", id, m.dbDir(), err)
 		}
 	}
 	if err := os.RemoveAll(filepath.Join(m.set.Dir, "tasks", id.String())); err != nil {

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -27,7 +29,7 @@ const (
 type Settings struct {
 	// Dir is the instance's state directory, <state_dir>/<application_id>. Required; created when missing.
 	Dir string
-	// MemoryBytes bounds the memory of the instance's Pebble database, block cache plus memtables, however many tasks the instance holds. Half goes to the block cache, half to at most four memtables of MemoryBytes/8 each. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
+	// MemoryBytes bounds the memory of the instance's state, however many tasks the instance holds: Pebble's block cache and memtables, and the read caches of the Pebble stores. Half goes to at most four memtables of MemoryBytes/8 each, 3/8 to the block cache, 1/8 to the read caches. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
 	MemoryBytes int64
 	// MaxUncommittedBytes is the size of a task's uncommitted writes (write buffer, coalescing caches, memory-store overlays) above which Task.NeedsCommit reports true, asking the runtime for an early commit. Default DefaultMaxUncommittedBytes (64 MiB).
 	MaxUncommittedBytes int64
@@ -81,6 +83,12 @@ type Manager struct {
 	lock *os.File
 	wo   *pebble.WriteOptions
 
+	failed  dbFailure   // a write failed for good: every operation fails (disk.go)
+	corrupt atomic.Bool // corruption was found and marked for the next Open (disk.go)
+	wiped   wipes       // Open wiped the corrupt database: the tasks that had state (disk.go)
+
+	caches *cacheBudget // the read caches of the tasks' Pebble partitions
+
 	mu     sync.Mutex
 	closed bool
 	tasks  map[TaskID]*Task
@@ -108,7 +116,8 @@ func Open(s Settings) (*Manager, error) {
 			return nil, fmt.Errorf("store: create state directory: %w", err)
 		}
 	}
-	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync}
+	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync,
+		caches: newCacheBudget(s.MemoryBytes)}
 	if s.SyncCommits {
 		m.wo = pebble.Sync
 	}
@@ -119,19 +128,28 @@ func Open(s Settings) (*Manager, error) {
 		}
 		m.lock = f // nil: read-only, and no instance ever locked the directory
 	}
-	cache := pebble.NewCache(s.MemoryBytes / 2)
+	cache := pebble.NewCache(s.MemoryBytes/2 - s.MemoryBytes/readCacheShare)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                uint64(s.MemoryBytes / 8),
 		MemTableStopWritesThreshold: 4,
-		Logger:                      pebbleLogger{m.log.Named("pebble")},
+		Logger:                      pebbleLogger{m.log.Named("pebble"), m},
+		EventListener:               m.eventListener(),
 		ReadOnly:                    s.ReadOnly,
 	}
-	db, err := pebble.Open(filepath.Join(s.Dir, "pebble"), opts)
+	// Bloom filters on L0 to L5: a Get of a key the store does not hold (the first record of
+	// every new key) then skips the tables that cannot hold it instead of searching each L0
+	// table and every level's index. Pebble keeps none by default. Not on L6: Pebble's point reads do not consult L6 filters (IterOptions.UseL6Filters is
+	// off for DB.Get), so they would only cost their building and caching there.
+	for i := range 6 {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	opts.Levels[6].FilterPolicy = pebble.NoFilterPolicy
+	db, err := m.openDB(opts) // a corrupt database is wiped (disk.go)
 	if err != nil {
 		m.unlock()
-		return nil, fmt.Errorf("store: open pebble in %s: %w", s.Dir, err)
+		return nil, err
 	}
 	m.db = db
 	m.log.Debug("opened", "dir", s.Dir, "memory_bytes", s.MemoryBytes)
@@ -155,6 +173,9 @@ func (m *Manager) OpenTask(processor string, partition int32) (*Task, error) {
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
+	}
+	if err := m.failure(); err != nil {
+		return nil, fmt.Errorf("store: task %s: %w", id, err)
 	}
 	if _, ok := m.tasks[id]; ok {
 		return nil, fmt.Errorf("store: task %s is already open", id)
@@ -187,6 +208,8 @@ type Stats struct {
 	MemTableBytes int64
 	// BlockCacheBytes is the memory in use by the block cache.
 	BlockCacheBytes int64
+	// ReadCacheBytes is the memory the read caches of the Pebble stores hold (an estimate).
+	ReadCacheBytes int64
 	// Tasks is the number of open tasks.
 	Tasks int
 }
@@ -197,7 +220,8 @@ func (m *Manager) Stats() Stats {
 	m.mu.Lock()
 	n := len(m.tasks)
 	m.mu.Unlock()
-	return Stats{MemTableBytes: int64(mt.MemTable.Size), BlockCacheBytes: mt.BlockCache.Size, Tasks: n}
+	return Stats{MemTableBytes: int64(mt.MemTable.Size), BlockCacheBytes: mt.BlockCache.Size,
+		ReadCacheBytes: m.caches.total.Load(), Tasks: n}
 }
 
 // Close closes every open task (dropping their uncommitted writes), then the database, then releases the lock.
@@ -220,6 +244,13 @@ func (m *Manager) Close() error {
 		t.close()
 	}
 	m.readers.Wait()
+	if ferr := m.failure(); ferr != nil {
+		// Pebble's commit pipeline is broken: closing gives its files and lock back, and
+		// fails again on the write that failed.
+		_ = recoverFatal(m.db.Close)
+		m.unlock()
+		return fmt.Errorf("store: close: %w", ferr)
+	}
 	err := m.db.Close()
 	m.unlock()
 	if err != nil {
@@ -285,8 +316,8 @@ func (m *Manager) partitionID(id TaskID, name string) (uint32, error) {
 	defer b.Close()
 	_ = b.Set(rk, binary.BigEndian.AppendUint32(nil, next), nil)
 	_ = b.Set(nk, binary.BigEndian.AppendUint32(nil, next+1), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		return 0, fmt.Errorf("store: task %s store %q: write registry: %w", id, name, err)
+	if err := m.commit(b, pebble.Sync); err != nil {
+		return 0, fmt.Errorf("store: task %s store %q: write registry in %s: %w", id, name, m.dbDir(), err)
 	}
 	return next, nil
 }
@@ -349,13 +380,17 @@ func layoutKey(id uint32) []byte {
 
 func encodeTime(t int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t)) }
 
-// pebbleLogger sends Pebble's logs to hclog.
-type pebbleLogger struct{ l hclog.Logger }
+// pebbleLogger sends Pebble's logs to hclog. Fatalf, Pebble's word for an error it cannot
+// recover from (a write of its log or MANIFEST failed), fails the Manager and panics with a
+// fatalPanic, which the Manager's writes turn into an error (Manager.write); in Pebble's
+// background work nothing can catch it, and the process stops after the error line.
+type pebbleLogger struct {
+	l hclog.Logger
+	m *Manager
+}
 
 func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debug(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic("store: pebble fatal: " + msg)
+	panic(fatalPanic{p.m.fatal(fmt.Sprintf(format, args...))})
 }

@@ -24,6 +24,7 @@ type Partition struct {
 	prefix []byte // pebble only: first key of the partition's data
 	upper  []byte // pebble only: first key after the partition's data
 	mem    *memData
+	cache  *readCache // pebble only: the latest values of recently used keys
 
 	base    Store
 	top     Store
@@ -108,6 +109,9 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, err)
 	}
+	if p.cache != nil {
+		p.cache.clear() // whatever happens next, the restore changes keys behind the cache
+	}
 	if p.backend == Memory {
 		if dropTo != nil {
 			p.mem.deleteCommitted(nil, dropTo)
@@ -141,8 +145,8 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 		if p.t.time > p.savedTime {
 			_ = b.Set(timeKey(p.id), encodeTime(p.t.time), nil)
 		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return fmt.Errorf("store: task %s store %q: restore batch at offset %d: %w", p.t.id, p.name, cp.Offset, err)
+		if err := p.t.m.commit(b, pebble.NoSync); err != nil {
+			return fmt.Errorf("store: task %s store %q: restore batch at offset %d to %s: %w", p.t.id, p.name, cp.Offset, p.t.m.dbDir(), err)
 		}
 		p.savedTime = max(p.savedTime, p.t.time)
 	}
@@ -207,14 +211,17 @@ func (p *Partition) Wipe() error {
 	if p.t.hasPending() {
 		return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, ErrPendingWrites)
 	}
+	if p.cache != nil {
+		p.cache.clear()
+	}
 	if p.backend == Memory {
 		p.mem = newMemData()
 	} else {
 		b := p.t.m.db.NewBatch()
 		defer b.Close()
 		wipeKeys(b, p.id)
-		if err := b.Commit(pebble.Sync); err != nil {
-			return fmt.Errorf("store: task %s store %q: wipe: %w", p.t.id, p.name, err)
+		if err := p.t.m.commit(b, pebble.Sync); err != nil {
+			return fmt.Errorf("store: task %s store %q: wipe in %s: %w", p.t.id, p.name, p.t.m.dbDir(), err)
 		}
 		p.savedTime = NoTime
 	}
@@ -267,8 +274,8 @@ func (p *Partition) checkLayout() error {
 		return p.typeChanged(KeyValue)
 	}
 	rec := binary.BigEndian.AppendUint64([]byte{kind}, uint64(p.win.spec.SegmentInterval))
-	if err := p.t.m.db.Set(layoutKey(p.id), rec, pebble.Sync); err != nil {
-		return fmt.Errorf("store: task %s store %q: write layout: %w", p.t.id, p.name, err)
+	if err := p.t.m.write(func() error { return p.t.m.db.Set(layoutKey(p.id), rec, pebble.Sync) }); err != nil {
+		return fmt.Errorf("store: task %s store %q: write layout in %s: %w", p.t.id, p.name, p.t.m.dbDir(), err)
 	}
 	return nil
 }

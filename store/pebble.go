@@ -18,8 +18,27 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 	if err := t.check(); err != nil {
 		return nil, false, err
 	}
-	v, c, err := t.batch.Get(s.p.key(key))
+	rc := s.p.cache
+	r := pebble.Reader(nil)
+	if rc != nil {
+		if e := rc.get(key); e != nil {
+			if e.absent {
+				return nil, false, nil
+			}
+			return clone(e.v), true, nil
+		}
+		if rc.knowsWrites(t.gen) {
+			r = t.m.db // the key has no uncommitted write: the committed state answers
+		}
+	}
+	if r == nil {
+		r = t.indexedBatch()
+	}
+	v, c, err := r.Get(s.p.key(key))
 	if errors.Is(err, pebble.ErrNotFound) {
+		if rc != nil {
+			rc.fill(key, nil, true, t.gen)
+		}
 		return nil, false, nil
 	}
 	if err != nil {
@@ -27,6 +46,9 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 	}
 	out := clone(v)
 	_ = c.Close()
+	if rc != nil {
+		rc.fill(key, out, false, t.gen)
+	}
 	return out, true, nil
 }
 
@@ -37,6 +59,9 @@ func (s *pebbleStore) Put(key, value []byte) error {
 	}
 	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
+	}
+	if s.p.cache != nil {
+		s.p.cache.write(key, value, false, t.gen)
 	}
 	t.unloggedWrites = t.unloggedWrites || !s.p.logged
 	return nil
@@ -49,6 +74,9 @@ func (s *pebbleStore) Delete(key []byte) error {
 	}
 	if err := t.batch.Delete(s.p.key(key), nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: delete: %w", t.id, s.p.name, err)
+	}
+	if s.p.cache != nil {
+		s.p.cache.write(key, nil, true, t.gen)
 	}
 	t.unloggedWrites = t.unloggedWrites || !s.p.logged
 	return nil
@@ -65,6 +93,10 @@ func (s *pebbleStore) deleteRange(lo, hi []byte) error {
 	end := append(append([]byte(nil), s.p.prefix...), hi...)
 	if err := t.batch.DeleteRange(start, end, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: delete range: %w", t.id, s.p.name, err)
+	}
+	if s.p.cache != nil {
+		s.p.cache.clear()
+		s.p.cache.lost(t.gen) // the range tombstone is known to the batch only
 	}
 	return nil
 }
@@ -97,7 +129,7 @@ func (s *pebbleStore) iter(lo, hi []byte) (Iterator, error) {
 		it.done = true
 		return it, nil
 	}
-	pi, err := t.batch.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	pi, err := t.indexedBatch().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, fmt.Errorf("store: task %s store %q: iterator: %w", t.id, s.p.name, err)
 	}

@@ -26,7 +26,8 @@ type Task struct {
 	dir string
 	log hclog.Logger
 
-	batch  *pebble.Batch
+	batch  *pebble.Batch // indexed only once a read needs it (indexedBatch)
+	gen    int64         // commits applied since the task opened: the uncommitted writes' generation
 	parts  map[string]*Partition
 	order  []*Partition
 	caches []*coalescing
@@ -44,6 +45,28 @@ type Task struct {
 	unloggedWrites bool
 }
 
+// indexedBatch returns the task's batch of uncommitted writes indexed for reads, indexing it
+// first. The batch is not indexed while nothing reads through it: a task whose reads the
+// partitions' read caches answer (point reads of keys they know) never pays for the index
+// on every write. Iterators and reads the caches cannot answer index it until the commit.
+func (t *Task) indexedBatch() *pebble.Batch {
+	if !t.batch.Indexed() {
+		ib := t.m.db.NewIndexedBatch()
+		if !t.batch.Empty() {
+			if err := ib.Apply(t.batch, nil); err != nil {
+				// Both batches are the task's, in memory: this is a bug. The writes stay in
+				// the old batch, and the failed task will never apply them.
+				_ = ib.Close()
+				t.Fail(fmt.Errorf("store: task %s: index the uncommitted writes: %w", t.id, err))
+				return t.batch
+			}
+		}
+		_ = t.batch.Close()
+		t.batch = ib
+	}
+	return t.batch
+}
+
 // invalidator is an open iterator that a commit or close must stop.
 type invalidator interface{ invalidate(err error) }
 
@@ -53,7 +76,7 @@ func newTask(m *Manager, id TaskID, dir string) *Task {
 		id:    id,
 		dir:   dir,
 		log:   m.log.With("processor", id.Processor, "partition", id.Partition),
-		batch: m.db.NewIndexedBatch(),
+		batch: m.db.NewBatch(),
 		parts: make(map[string]*Partition),
 		iters: make(map[invalidator]struct{}),
 		time:  NoTime,
@@ -98,6 +121,8 @@ func (t *Task) check() error {
 		return ErrClosed
 	case t.failErr != nil:
 		return fmt.Errorf("%w: %w", ErrTaskFailed, t.failErr)
+	case t.m.failure() != nil: // a write of another task failed the database (disk.go)
+		return fmt.Errorf("%w: %w", ErrTaskFailed, t.m.failure())
 	}
 	return nil
 }
@@ -189,10 +214,12 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 		if err := p.loadCheckpoint(); err != nil {
 			return nil, err
 		}
+		t.m.noteWiped(t.id, name)
 		if err := p.loadTime(); err != nil {
 			return nil, err
 		}
 		t.ObserveTime(p.savedTime)
+		p.cache = t.m.caches.newCache()
 		p.base = &pebbleStore{p: p}
 	case Memory:
 		p.mem = newMemData()
@@ -332,15 +359,16 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 		if t.unloggedWrites {
 			wo = pebble.Sync
 		}
-		if err := t.batch.Commit(wo); err != nil {
-			err = fmt.Errorf("store: task %s: apply batch: %w", t.id, err)
+		if err := t.m.commit(t.batch, wo); err != nil {
+			err = fmt.Errorf("store: task %s: apply the commit of %s to %s: %w", t.id, t.describeCommit(checkpoints), t.m.dbDir(), err)
 			t.Fail(err)
 			return err
 		}
 		_ = t.batch.Close()
-		t.batch = t.m.db.NewIndexedBatch()
+		t.batch = t.m.db.NewBatch()
 		t.unloggedWrites = false
 	}
+	t.gen++ // the writes of the last interval are committed
 	for _, p := range t.order {
 		if p.mem != nil {
 			p.mem.commit()
@@ -370,8 +398,8 @@ func (t *Task) Sync() error {
 	if t.m.wo != pebble.Sync {
 		return nil
 	}
-	if err := t.m.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("store: task %s: sync the write-ahead log: %w", t.id, err)
+	if err := t.m.write(func() error { return t.m.db.LogData(nil, pebble.Sync) }); err != nil {
+		return fmt.Errorf("store: task %s: sync the write-ahead log of %s: %w", t.id, t.m.dbDir(), err)
 	}
 	return nil
 }
@@ -410,6 +438,9 @@ func (t *Task) close() {
 	_ = t.batch.Close()
 	for _, p := range t.order {
 		p.mem = nil
+		if p.cache != nil {
+			p.cache.release()
+		}
 	}
 	t.m.forget(t.id)
 }

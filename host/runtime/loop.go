@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
@@ -28,6 +27,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	defer stopAdmin()
 	stopWatch := r.watchModules(ctx)
 	defer stopWatch()
+	r.stop = ctx.Done()
 	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}
@@ -536,13 +536,12 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		case rctx.Err() != nil:
 			r.log.Info("restore interrupted by a rebalance; it resumes from its checkpoints")
 			return nil
-		case kerr.IsRetriable(err):
-			r.log.Warn("restore failed, retrying in a second", "error", err)
-			r.restoreRetryAt = time.Now().Add(time.Second)
+		case r.retryRestoreLater(err):
 			return nil
 		}
 		return fmt.Errorf("runtime: restore: %w", err)
 	}
+	r.restoreRetry = brokerRetry{}
 	for _, t := range opened {
 		if err := t.startPlugin(context.WithoutCancel(ctx)); err != nil { // a stop request waits for the init
 			return err

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
@@ -39,7 +43,8 @@ type Options struct {
 	// Default: GOMAXPROCS.
 	Workers int
 
-	// MaxPollRecords bounds the records one poll hands to the tasks. Default 10000.
+	// MaxPollRecords bounds the records one poll hands to the tasks. Default 50000: enough
+	// for a poll to hold a fetch of every partition (see fetchMaxPartitionBytes).
 	MaxPollRecords int
 
 	// RestoreListener also receives the restore events of every store. Default none (the
@@ -88,7 +93,7 @@ func (o *Options) defaults() error {
 		o.Workers = goruntime.GOMAXPROCS(0)
 	}
 	if o.MaxPollRecords <= 0 {
-		o.MaxPollRecords = 10000
+		o.MaxPollRecords = 50000
 	}
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = o.Config.SessionTimeout
@@ -166,9 +171,12 @@ type Runtime struct {
 	paused   map[topicPartition]bool
 	closing  bool
 
-	restoreRetryAt time.Time // when tasks wait to be restored again (after a retriable error); zero: none
-	sb             standbys  // standby tasks (standby.go)
-	cleanedAt      time.Time // the last look for local state to delete
+	restoreRetryAt time.Time       // when tasks wait to be restored again (after a retriable error); zero: none
+	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
+	txnRetry       brokerRetry     // exactly-once: resets on an unreachable broker since the last commit
+	stop           <-chan struct{} // closed when Run's context ends: retries of broker calls give up
+	sb             standbys        // standby tasks (standby.go)
+	cleanedAt      time.Time       // the last look for local state to delete
 
 	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
 	wakeMu        sync.Mutex
@@ -360,7 +368,7 @@ func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
-	r.prodCl, err = kgo.NewClient(append(producerOpts(), brokers, logger,
+	r.prodCl, err = kgo.NewClient(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
 		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook())...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
@@ -392,6 +400,7 @@ func (r *Runtime) connect() error {
 func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Logger) (*kgo.Client, *restore.Restorer, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.opts.Brokers...),
 		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
+		kgo.RetryBackoffFn(clientBackoff),
 		kgo.ClientID(r.cfg.ApplicationID+"-"+name),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
@@ -425,6 +434,15 @@ func producerOpts() []kgo.Opt {
 	}
 }
 
+// fetchMaxPartitionBytes bounds what one fetch brings of each input partition (Kafka's
+// max.partition.fetch.bytes, 1 MiB by default). A poll takes the fetched partitions in turn:
+// with 1 MiB per partition, a poll of small records held one partition, so one task (1.14
+// tasks per poll measured on the bench's count), and the workers that process a poll's tasks
+// in parallel had nothing to share. With 64 KiB, and polls of up to 50000 records
+// (Options.MaxPollRecords), a poll holds what one fetch brought of every partition (5.1
+// tasks per poll on the same run).
+const fetchMaxPartitionBytes = 64 << 10
+
 // newConsumer creates the group consumer over every input topic; under exactly-once it is
 // also the transactional producer of the tasks.
 func (r *Runtime) newConsumer(ctx context.Context) error {
@@ -435,6 +453,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.opts.Brokers...),
 		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
+		kgo.RetryBackoffFn(clientBackoff),
 		kgo.ClientID(r.cfg.ApplicationID + "-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.ConsumeTopics(topics...),
@@ -446,6 +465,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.HeartbeatInterval(r.opts.SessionTimeout / 10),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		// Inputs too: records of aborted transactions (an upstream exactly-once processor's,
 		// or this application's repartition records) are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -519,5 +539,100 @@ func (m multiListener) OnBatchRestored(e restore.BatchEvent) {
 func (m multiListener) OnRestoreEnd(e restore.EndEvent) {
 	for _, l := range m {
 		l.OnRestoreEnd(e)
+	}
+}
+
+// Broker outages. franz-go retries produces and fetches for as long as it takes, and the group
+// consumer rejoins on its own once the broker answers again (the tasks it lost are assigned
+// again, and restore what they had not committed). The calls the runtime cannot go on without
+// fail fast instead when the broker refuses connections (franz-go does not retry a refused
+// dial of a single seed broker): a restore's offset listings and fetches, and under
+// exactly-once the new transactional session after a reset. The runtime retries those with
+// brokerRetry, and gives up after brokerRetryLimit.
+
+// brokerRetryLimit bounds how long the runtime retries a broker call it cannot go on without
+// while the broker stays out of reach, as Kafka Streams' task.timeout.ms (5 min) does; then Run
+// fails with the last error.
+const brokerRetryLimit = 5 * time.Minute
+
+// brokerRetry follows the retries of one broker call that failed in a row. The zero value is
+// a call that has not failed.
+type brokerRetry struct {
+	since    time.Time // the first failure in a row
+	attempts int       // failures in a row
+}
+
+// next records the failure err and reports whether the call may be tried again and after how
+// long: only when err says that the broker is out of reach or busy (unavailable), and the call
+// has failed for less than brokerRetryLimit. The waits double from 250ms to 2s.
+func (b *brokerRetry) next(err error) (time.Duration, bool) {
+	if !unavailable(err) {
+		return 0, false
+	}
+	if b.attempts == 0 {
+		b.since = time.Now()
+	}
+	b.attempts++
+	if time.Since(b.since) >= brokerRetryLimit {
+		return 0, false
+	}
+	return min(250*time.Millisecond<<min(b.attempts-1, 4), 2*time.Second), true
+}
+
+// clientBackoff is the retry backoff of the runtime's Kafka clients (kgo.RetryBackoffFn): the
+// wait before the tries-th retry of a request, a reconnection, a produce or a group join. It
+// doubles from 100ms to 1s, with a jitter of 20%, as Kafka's clients do (retry.backoff.ms,
+// retry.backoff.max.ms, reconnect.backoff.max.ms): a client finds a broker that is back within
+// a second. franz-go's default grows to 5s, which added seconds to every recovery from an
+// outage.
+func clientBackoff(tries int) time.Duration {
+	d := min(100*time.Millisecond<<min(max(tries-1, 0), 4), time.Second)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// unavailable reports whether err says that the broker could not be reached (a refused or
+// timed-out connection, one cut in the middle of a request) or answered with a retriable
+// error (no leader or coordinator yet, a coordinator loading): the same call may succeed
+// later, unchanged. A context's end is not: it is the caller's.
+func unavailable(err error) bool {
+	var opErr *net.OpError
+	var netErr net.Error
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, kgo.ErrClientClosed):
+		return false
+	case kerr.IsRetriable(err), kgo.IsRetryableBrokerErr(err):
+		return true
+	case errors.As(err, &opErr):
+		return true // a dial (refused, unreachable) or a read or write on a broken connection
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// retryRestoreLater decides about a restore that failed with err: when the broker is out of
+// reach or busy, and has been for less than brokerRetryLimit, the tasks wait for their next
+// restore (after a backoff) and it returns true; otherwise the restore's error stops the
+// runtime. The caller holds r.mu.
+func (r *Runtime) retryRestoreLater(err error) bool {
+	wait, ok := r.restoreRetry.next(err)
+	if !ok {
+		if r.restoreRetry.attempts > 1 {
+			r.log.Error("restore failed; giving up on the broker", "attempts", r.restoreRetry.attempts,
+				"failing_for", time.Since(r.restoreRetry.since).Round(time.Millisecond), "error", err)
+		}
+		return false
+	}
+	r.log.Warn("restore failed: the broker is out of reach or busy; the tasks restore again later", "attempt", r.restoreRetry.attempts,
+		"retry_in", wait, "failing_for", time.Since(r.restoreRetry.since).Round(time.Millisecond), "error", err)
+	r.restoreRetryAt = time.Now().Add(wait)
+	return true
+}
+
+// stopped reports whether Run's context has ended.
+func (r *Runtime) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
 	}
 }

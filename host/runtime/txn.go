@@ -153,6 +153,7 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 	ictx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if _, _, err := r.consumer.ProducerID(ictx); err != nil {
+		r.consumer.Close() // it joined nothing yet (the group waits for its first poll)
 		return fmt.Errorf("runtime: initialize the transactional producer %s: %w", id, err)
 	}
 	if err := sess.Begin(); err != nil {
@@ -263,6 +264,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		return r.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
 	}
 	r.txn.aborts = 0
+	r.txnRetry = brokerRetry{}
 	// The transaction is committed: the changelogs hold every record of it. A failure to
 	// apply a store leaves it behind its changelog, which its next restore replays.
 	err = r.forEachTask(touched, func(t *task) error {
@@ -412,9 +414,22 @@ func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 // session joins it again with the same transactional id, which fences the old producer. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
 // Kafka Streams does after a TaskMigratedException. The caller holds r.mu.
+//
+// A reset because the broker was out of reach (unavailable) does not count among the aborts in
+// a row: the new session is created again until the broker answers (rejoinLocked), and such
+// resets stop the runtime only once the broker has failed them for brokerRetryLimit since the
+// last commit.
 func (r *Runtime) resetLocked(why string, cause error) error {
-	r.txn.aborts++
-	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts,
+	outage := unavailable(cause)
+	if outage {
+		if _, ok := r.txnRetry.next(cause); !ok {
+			return fmt.Errorf("runtime: the broker has been out of reach for %v since the last commit; the last transaction aborted (%s): %w",
+				time.Since(r.txnRetry.since).Round(time.Second), why, cause)
+		}
+	} else {
+		r.txn.aborts++
+	}
+	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts, "broker_unavailable", outage,
 		"action", "closing every task and rejoining the group with a new transactional producer")
 	switch {
 	case r.closing:
@@ -434,13 +449,44 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 	r.wakeMu.Unlock()
 	clear(r.assigned)
 	clear(r.paused)
-	ctx, cancel := txnContext()
-	defer cancel()
-	if err := r.newConsumer(ctx); err != nil {
+	if err := r.rejoinLocked(); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
 	}
 	r.txn.aborts = aborts
 	return nil
+}
+
+// rejoinLocked creates the new transactional session of a reset. While the broker is out of
+// reach it tries again, with brokerRetry's backoff, for at most brokerRetryLimit, and until
+// Run's context ends. The caller holds r.mu.
+func (r *Runtime) rejoinLocked() error {
+	var retry brokerRetry
+	for {
+		ctx, cancel := txnContext()
+		err := r.newConsumer(ctx)
+		cancel()
+		if err == nil {
+			if retry.attempts > 0 {
+				r.log.Info("rejoined the group with a new transactional producer", "attempts", retry.attempts+1,
+					"waited", time.Since(retry.since).Round(time.Millisecond))
+			}
+			return nil
+		}
+		wait, ok := retry.next(err)
+		if !ok || r.stopped() {
+			return err
+		}
+		r.log.Warn("cannot rejoin the group: the broker is out of reach or busy; retrying", "attempt", retry.attempts,
+			"retry_in", wait, "failing_for", time.Since(retry.since).Round(time.Millisecond), "error", err)
+		select {
+		case <-time.After(wait):
+		case <-r.stop:
+			return err
+		}
+		r.wakeMu.Lock()
+		r.inbox = nil // events of the failed session's client
+		r.wakeMu.Unlock()
+	}
 }
 
 // abortRebalanced aborts the (empty) transaction after a rebalance revoked or lost partitions,

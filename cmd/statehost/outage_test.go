@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/topictest"
+	"github.com/statehost/statehost/internal/wordgen"
+)
+
+// The broker-outage tests run the word count on one `statehost broker` process while a
+// producer writes sentences, and take the broker away twice for outageFor: first with SIGTERM
+// (it writes its state and exits), then with SIGKILL (it dies mid-write; under exactly_once
+// SIGTERM again, unless -outage.kill-eos); each time the broker starts again on the same
+// address and data directory. The statehost instance must live through both outages without
+// exiting, get its tasks back and commit new input after each restart, and end with the
+// reference counts: exactly under exactly_once, none under-counted under at_least_once.
+//
+// They take about 45 s each (two 10 s outages), and run only with the flag -outage:
+//
+//	go test ./cmd/statehost -run TestBrokerOutage -outage -v
+var outageTests = flag.Bool("outage", false, "run the broker-outage tests (about 45 s each)")
+
+// outageKillEOS makes the second outage of TestBrokerOutageExactlyOnce a SIGKILL too. It is off
+// by default because of a bug of the broker (kfake): a transaction open when it is killed is
+// aborted on its restart by an index entry alone, without an abort marker, so read_committed
+// consumers skip every later transaction of the same producer id, committed ones included
+// (the changelog and the output then look short, while the store is right).
+var outageKillEOS = flag.Bool("outage.kill-eos", false, "TestBrokerOutageExactlyOnce: SIGKILL the broker in the second outage (exposes a kfake bug)")
+
+// outageFor is how long the broker stays away in each outage.
+const outageFor = 10 * time.Second
+
+// TestBrokerOutageAtLeastOnce: under at_least_once, after the two outages no word is
+// under-counted in the store, the changelog or the output topic.
+func TestBrokerOutageAtLeastOnce(t *testing.T) { brokerOutage(t, "at_least_once") }
+
+// TestBrokerOutageExactlyOnce: under exactly_once, after the two outages the store, the
+// changelog and the output topic (read_committed) hold exactly the reference counts, each
+// count of each word once and in order.
+func TestBrokerOutageExactlyOnce(t *testing.T) { brokerOutage(t, "exactly_once") }
+
+func brokerOutage(t *testing.T, guarantee string) {
+	if !*outageTests {
+		t.Skip("a broker outage test: run with -outage (about 45 s)")
+	}
+	exact := guarantee == "exactly_once"
+	bin := buildBinary(t)
+	buildModules(t)
+	began := time.Now() // the builds are shared by the tests of the package
+	dir := t.TempDir()
+	brokerDir := filepath.Join(dir, "broker")
+	addr := freeAddr(t)
+	broker := startBrokerAt(t, bin, brokerDir, addr)
+	app := startInstance(t, bin, addr, filepath.Join(dir, "app"), "app",
+		appOptions{guarantee: guarantee, commitInterval: e2eCommit})
+	app.waitTasks(t, 60*time.Second)
+
+	prod := startOutageProducer(t, addr)
+	phases := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+	if exact && !*outageKillEOS {
+		phases[1] = syscall.SIGTERM
+	}
+	for i, sig := range phases {
+		// Input flows and is processed before the outage.
+		before, _ := crashInputProgress(t, addr)
+		waitProgress(t, app, addr, before, 20*time.Second)
+		down := time.Now()
+		broker.halt(t, sig)
+		logsAt := len(app.logs(""))
+		time.Sleep(outageFor)
+		if app.exited() {
+			t.Fatalf("outage %d (%v): the app exited %d while the broker was away", i+1, sig, app.code)
+		}
+		broker = startBrokerAt(t, bin, brokerDir, addr)
+		up := time.Now()
+		// The app works again: it commits input produced after the restart.
+		committed, _ := crashInputProgress(t, addr)
+		waitProgress(t, app, addr, committed, 40*time.Second)
+		t.Logf("outage %d (%v): broker away %v; the app committed new input %v after the restart; it logged %d warnings and errors meanwhile",
+			i+1, sig, up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond), warnings(app.logs("")[logsAt:]))
+	}
+	produced := prod.finish(t)
+	t.Logf("input stopped after %v", time.Since(began).Round(time.Millisecond))
+	// The reference is what the sentences topic holds: a produce retried across the SIGKILL
+	// may have written a batch twice, and both copies are input.
+	var sentences []string
+	for _, rec := range topictest.Read(t, []string{addr}, "sentences", true) {
+		sentences = append(sentences, string(rec.Value))
+	}
+	ref := countWords(sentences)
+	crashWaitProcessed(t, addr, e2eApp, 60*time.Second, "sentences", e2eRepart)
+	if app.exited() {
+		t.Fatalf("the app exited %d", app.code)
+	}
+	stopClean(t, app.appProcess)
+	t.Logf("%d sentences acknowledged to the producer, %d in the topic (%d words, %d distinct); the app logged \"task running\" %d times",
+		len(produced), len(sentences), wordCount(ref), len(ref), len(app.logs("task running")))
+	if len(sentences) < len(produced) {
+		t.Errorf("the broker lost sentences: %d acknowledged, %d in the topic", len(produced), len(sentences))
+	}
+	crashCompareCounts(t, "store counts", crashStoreCounts(t, appStateDir(app.dir), []int32{0, 1, 2}), ref, exact)
+	checkWordCountTopics(t, addr, ref, exact)
+	t.Logf("%s took %v", t.Name(), time.Since(began).Round(time.Millisecond))
+}
+
+// outageProducer writes sentences to the topic sentences, scaleBatch every scaleEvery, round
+// robin over its partitions, until finish; a batch that the broker does not acknowledge (it is
+// away) is retried until it is. Its client retries as quickly as the app's, so that input
+// flows again as soon as the broker is back.
+type outageProducer struct {
+	stop  chan struct{}
+	done  chan error
+	acked []string
+}
+
+func startOutageProducer(t *testing.T, addr string) *outageProducer {
+	t.Helper()
+	cl := newKafkaClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
+		// Not idempotent: after a SIGKILL the broker has forgotten the producer's sequence
+		// numbers, which holds an idempotent producer back for a produce timeout. A batch
+		// written twice is counted twice by the reference too (read from the topic).
+		kgo.DisableIdempotentWrite())
+	lines, _ := wordgen.Sentences(20000, 31)
+	p := &outageProducer{stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		defer cl.Close()
+		tick := time.NewTicker(scaleEvery)
+		defer tick.Stop()
+		for next := 0; next < len(lines); next += scaleBatch {
+			select {
+			case <-p.stop:
+				p.done <- nil
+				return
+			case <-tick.C:
+			}
+			recs := make([]*kgo.Record, 0, scaleBatch)
+			for _, s := range lines[next : next+scaleBatch] {
+				recs = append(recs, &kgo.Record{Value: []byte(s)})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				p.done <- fmt.Errorf("producing sentences %d to %d: %w", next, next+scaleBatch, err)
+				return
+			}
+			p.acked = lines[:next+scaleBatch]
+		}
+		p.done <- errors.New("the producer ran out of sentences")
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.stop:
+		default:
+			close(p.stop)
+		}
+	})
+	return p
+}
+
+// finish stops the producer and returns the sentences acknowledged.
+func (p *outageProducer) finish(t *testing.T) []string {
+	t.Helper()
+	close(p.stop)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("producer: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the producer did not stop within 60s")
+	}
+	return p.acked
+}
+
+// waitProgress waits until the group has committed more sentences than after, failing the test
+// if the app exits first.
+func waitProgress(t *testing.T, app *instance, addr string, after int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		committed, produced := crashInputProgress(t, addr)
+		if committed > after {
+			return
+		}
+		if app.exited() {
+			t.Fatalf("the app exited %d", app.code)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app committed no new input within %v: %d sentences committed of %d", timeout, committed, produced)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// warnings counts the log lines at warn or error level.
+func warnings(ls []logLine) int {
+	n := 0
+	for _, l := range ls {
+		if l.Level == "warn" || l.Level == "error" {
+			n++
+		}
+	}
+	return n
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startBrokerAt starts `statehost broker` on addr with the data directory dir, as
+// startBrokerProcess does on a free port, retrying for a few seconds while the address is
+// still taken (the previous broker's socket).
+func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := tryStartBroker(t, bin, dir, addr)
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statehost broker on %s: %v", addr, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tryStartBroker(t *testing.T, bin, dir, addr string) (*brokerProcess, error) {
+	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
+			var line struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "broker listening" {
+				listening <- line.Addr
+			}
+		}
+		io.Copy(&p.log, stderr)
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case p.addr = <-listening:
+	case err := <-p.done:
+		return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-p.done
+		return nil, fmt.Errorf("did not log \"broker listening\" within 20s")
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stderr of statehost broker (%s):\n%s", addr, p.log.String())
+		}
+	})
+	return p, nil
+}
+
+// halt stops the broker with sig (SIGTERM: a clean stop, exit 0; SIGKILL: death) and waits
+// for its end.
+func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if sig == syscall.SIGTERM {
+		if code := p.stop(t); code != 0 {
+			t.Fatalf("statehost broker exited %d after SIGTERM, want 0", code)
+		}
+		return
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("statehost broker did not die within 20s of %v", sig)
+	}
+}
