@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
+	"syscall"
+	"time"
+)
+
+// spec tells a child process which contender to run and where. The parent passes it as JSON
+// in the -child flag; the child runs until SIGTERM, or in restore mode until its stores are
+// restored, and prints its findings as one "BENCH <json>" line on stdout.
+type spec struct {
+	Kind           string        // "statehost", "native" or "goka"
+	Mode           string        // "process" (default) or "restore" (statehost only)
+	Brokers        []string      //
+	App            string        // application ID / consumer group
+	Input          string        // input topic
+	Output         string        // output topic
+	Guarantee      string        // statehost: "at_least_once" or "exactly_once"
+	Coalesce       bool          // statehost: coalesce = true on the store
+	Dir            string        // the contender's state directory
+	Module         string        // statehost: the count module's path
+	CommitInterval time.Duration //
+	CPUProfile     string        // write a CPU profile of the whole run to this file
+	Trace          string        // write an execution trace of the whole run to this file
+}
+
+// childReport is what a child prints on stdout.
+type childReport struct {
+	// Restore mode: the records restored, and the time from the first store's restore start
+	// to the last one's end.
+	Restored     int64
+	RestoreNanos int64
+	Error        string `json:",omitempty"`
+}
+
+// runChild runs one contender in this process, as the parent asked with -child.
+func runChild(arg string) int {
+	var s spec
+	if err := json.Unmarshal([]byte(arg), &s); err != nil {
+		fmt.Fprintf(os.Stderr, "bench child: bad spec: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if s.CPUProfile != "" {
+		f, err := os.Create(s.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench child: %v\n", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench child: %v\n", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	if s.Trace != "" {
+		f, err := os.Create(s.Trace)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench child: %v\n", err)
+			return 1
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench child: %v\n", err)
+			return 1
+		}
+		defer func() {
+			trace.Stop()
+			f.Close()
+		}()
+	}
+	var (
+		rep childReport
+		err error
+	)
+	switch s.Kind {
+	case "statehost":
+		rep, err = runStatehost(ctx, s)
+	case "native":
+		err = runNative(ctx, s)
+	case "goka":
+		err = runGoka(ctx, s)
+	default:
+		err = fmt.Errorf("unknown contender kind %q", s.Kind)
+	}
+	if err != nil {
+		rep.Error = err.Error()
+		fmt.Fprintf(os.Stderr, "bench child %s %s: %v\n", s.Kind, s.App, err)
+	}
+	out, _ := json.Marshal(rep)
+	fmt.Printf("BENCH %s\n", out)
+	if err != nil {
+		return 1
+	}
+	return 0
+}

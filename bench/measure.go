@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// contender is one way of running the keyed count.
+type contender struct {
+	name      string // as printed, and in RESULT names with '-' as '_'
+	kind      string // spec.Kind
+	guarantee string // statehost only
+	coalesce  bool   // statehost only
+	cGuest    bool   // statehost only: the C build of the count processor
+}
+
+// changelogTopic is where c's state changes go.
+func (c contender) changelogTopic(app string) string {
+	if c.kind == "goka" {
+		return app + "-table"
+	}
+	return app + "-counts-changelog"
+}
+
+// run is one contender's figures on one workload.
+type run struct {
+	c contender
+	w *workload
+
+	rate           float64       // steady-state records/s: from 5% to 100% of the output
+	took           time.Duration // from the child's start to the last output record
+	childCPU       float64       // the contender's CPU time per record over the same span as rate, µs
+	brokerCPU      float64       // the broker's (this process's) CPU time per record over that span, µs
+	changelogRecs  int64         // data records in the changelog (no transaction markers)
+	changelogBytes int64         // their keys' and values' bytes
+	peakRSS        int64         // the child's peak resident set, bytes
+	err            error
+
+	// Restore figures (statehost contenders with -restore).
+	consumeRate  float64       // a plain consume of the changelog, records/s
+	consumeTook  time.Duration //
+	restored     int64         // records a cold restore applied
+	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
+	warmReplayed int64         // records replayed by a restart on the state the run left
+	hasRestore   bool
+}
+
+// bench holds what every run shares.
+type bench struct {
+	brokers    []string
+	adm        *kadm.Client
+	self       string        // this executable, run as the children
+	dir        string        // the runs' state directories and logs
+	module     string        // count.wasm
+	cModule    string        // count_c.wasm
+	interval   time.Duration // every contender's commit interval
+	cpuProfile string        // a directory for the children's CPU profiles, or ""
+	trace      bool          // execution traces too, beside the profiles
+	timeout    time.Duration // a run's longest wait
+}
+
+// measure runs c on w in a child process and collects its figures.
+func (b *bench) measure(ctx context.Context, c contender, w *workload, withRestore bool) *run {
+	r := &run{c: c, w: w}
+	app := "bench-" + c.name + "-" + w.name
+	s := spec{Kind: c.kind, Brokers: b.brokers, App: app, Input: w.topic, Output: app + "-out",
+		Guarantee: c.guarantee, Coalesce: c.coalesce, Dir: filepath.Join(b.dir, app), Module: b.module,
+		CommitInterval: b.interval}
+	if c.cGuest {
+		s.Module = b.cModule
+	}
+	if b.cpuProfile != "" {
+		s.CPUProfile = filepath.Join(b.cpuProfile, app+".pprof")
+		if b.trace {
+			s.Trace = filepath.Join(b.cpuProfile, app+".trace")
+		}
+	}
+	if r.err = createTopics(ctx, b.adm, nil, s.Output); r.err != nil {
+		return r
+	}
+	ch, err := b.start(s, app+".log")
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.took, r.rate, r.childCPU, r.brokerCPU, r.err = b.follow(ctx, ch, s.Output, w.n)
+	if r.err == nil {
+		r.err = b.waitCommitted(ctx, app, w)
+	}
+	// The peak before the stop: the run's own, read while the child still lives.
+	if rss, err := peakRSS(ch.cmd.Process.Pid); err == nil {
+		r.peakRSS = rss
+	}
+	_, rss, err := ch.stop()
+	if r.peakRSS == 0 {
+		r.peakRSS = rss // no /proc: the rusage, which may count the parent's memory too
+	}
+	if r.err == nil {
+		r.err = err
+	}
+	if r.err != nil {
+		return r
+	}
+	st, err := b.readChangelog(ctx, c.changelogTopic(app), w)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.changelogRecs, r.changelogBytes = st.records, st.bytes
+	if !withRestore {
+		return r
+	}
+	r.hasRestore = true
+	// A plain consume of the changelog, then a cold restore of the same changelog into an
+	// empty state directory, then a restart on the state the run left.
+	if st, err = b.consume(ctx, c.changelogTopic(app), nil); err != nil {
+		r.err = err
+		return r
+	}
+	r.consumeTook = st.took
+	r.consumeRate = float64(st.records) / st.took.Seconds()
+	cold := s
+	cold.Mode, cold.Dir, cold.CPUProfile, cold.Trace = "restore", s.Dir+"-cold", "", ""
+	if b.cpuProfile != "" {
+		cold.CPUProfile = filepath.Join(b.cpuProfile, app+"-cold.pprof")
+	}
+	rep, err := b.runToEnd(cold, app+"-cold.log")
+	if err != nil {
+		r.err = fmt.Errorf("cold restore: %w", err)
+		return r
+	}
+	r.restored, r.restoreTook = rep.Restored, time.Duration(rep.RestoreNanos)
+	warm := s
+	warm.Mode, warm.CPUProfile, warm.Trace = "restore", "", ""
+	if rep, err = b.runToEnd(warm, app+"-warm.log"); err != nil {
+		r.err = fmt.Errorf("warm restart: %w", err)
+		return r
+	}
+	r.warmReplayed = rep.Restored
+	return r
+}
+
+// child is a running child process.
+type child struct {
+	cmd    *exec.Cmd
+	report chan childReport // the BENCH line, when the child printed one
+	exited chan struct{}
+	log    string
+}
+
+func (b *bench) start(s spec, logName string) (*child, error) {
+	arg, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(b.dir, logName)
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(b.self, "-child", string(arg))
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("bench: start %s: %w", s.App, err)
+	}
+	ch := &child{cmd: cmd, report: make(chan childReport, 1), exited: make(chan struct{}), log: logPath}
+	go func() {
+		defer logf.Close()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "BENCH "); ok {
+				var rep childReport
+				if json.Unmarshal([]byte(rest), &rep) == nil {
+					ch.report <- rep
+				}
+			}
+		}
+		cmd.Wait()
+		close(ch.exited)
+	}()
+	return ch, nil
+}
+
+// stop asks the child to stop (SIGTERM), waits for it, and returns its report and peak RSS.
+func (ch *child) stop() (childReport, int64, error) {
+	ch.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-ch.exited:
+	case <-time.After(60 * time.Second):
+		ch.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines' stacks go to its log
+		select {
+		case <-ch.exited:
+		case <-time.After(5 * time.Second):
+			ch.cmd.Process.Kill()
+			<-ch.exited
+		}
+		return childReport{}, 0, fmt.Errorf("bench: %s did not stop within 60s (log: %s)", ch.cmd.Args[0], ch.log)
+	}
+	return ch.result()
+}
+
+func (ch *child) result() (childReport, int64, error) {
+	var rss int64
+	if ru, ok := ch.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss * 1024
+	}
+	var rep childReport
+	select {
+	case rep = <-ch.report:
+	default:
+	}
+	switch {
+	case rep.Error != "":
+		return rep, rss, fmt.Errorf("bench: child failed: %s (log: %s)", rep.Error, ch.log)
+	case !ch.cmd.ProcessState.Success():
+		return rep, rss, fmt.Errorf("bench: child %s (log: %s)", ch.cmd.ProcessState, ch.log)
+	}
+	return rep, rss, nil
+}
+
+// runToEnd runs a child that stops by itself (restore mode) and returns its report.
+func (b *bench) runToEnd(s spec, logName string) (childReport, error) {
+	ch, err := b.start(s, logName)
+	if err != nil {
+		return childReport{}, err
+	}
+	select {
+	case <-ch.exited:
+	case <-time.After(b.timeout):
+		ch.cmd.Process.Kill()
+		<-ch.exited
+		return childReport{}, fmt.Errorf("bench: %s did not finish within %s (log: %s)", s.App, b.timeout, ch.log)
+	}
+	rep, _, err := ch.result()
+	return rep, err
+}
+
+// follow watches the output topic's end offsets until they hold n records, and returns the
+// time from start to the last, the rate from 5% of n to n, and the CPU time per record the
+// child and the broker spent over that span (0 where /proc is missing).
+func (b *bench) follow(ctx context.Context, ch *child, topic string, n int) (took time.Duration, rate, childCPU, brokerCPU float64, err error) {
+	begin := time.Now()
+	deadline := begin.Add(b.timeout)
+	var (
+		t5   time.Time
+		at5  int64
+		cpu5 cpuMark
+		ok5  bool
+	)
+	for {
+		select {
+		case <-ch.exited:
+			_, _, err := ch.result()
+			return 0, 0, 0, 0, fmt.Errorf("bench: child exited early: %v (log: %s)", err, ch.log)
+		case <-ctx.Done():
+			return 0, 0, 0, 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		ends, err := b.adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			continue
+		}
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		now := time.Now()
+		if t5.IsZero() && sum >= int64(n)/20 {
+			t5, at5 = now, sum
+			cpu5, ok5 = markCPU(ch.cmd.Process.Pid)
+		}
+		if sum >= int64(n) {
+			recs := float64(sum - at5)
+			rate = recs / now.Sub(t5).Seconds()
+			if cpu, ok := markCPU(ch.cmd.Process.Pid); ok && ok5 {
+				childCPU = float64((cpu.child - cpu5.child).Microseconds()) / recs
+				brokerCPU = float64((cpu.broker - cpu5.broker).Microseconds()) / recs
+			}
+			return now.Sub(begin), rate, childCPU, brokerCPU, nil
+		}
+		if now.After(deadline) {
+			return 0, 0, 0, 0, fmt.Errorf("bench: %d of %d output records after %s (log: %s)", sum, n, b.timeout, ch.log)
+		}
+	}
+}
+
+// waitCommitted waits until the group app has committed every input offset.
+func (b *bench) waitCommitted(ctx context.Context, app string, w *workload) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := b.adm.FetchOffsets(ctx, app)
+		if err == nil {
+			var sum int64
+			resp.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == w.topic && o.Err == nil {
+					sum += o.At
+				}
+			})
+			if sum >= int64(w.n) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("bench: group %s committed %d of %d input offsets", app, sum, w.n)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logStats is what a read of a changelog found.
+type logStats struct {
+	records, bytes int64
+	took           time.Duration
+}
+
+// readChangelog reads topic and checks that its last value of every word is w's count.
+func (b *bench) readChangelog(ctx context.Context, topic string, w *workload) (logStats, error) {
+	last := make(map[string][]byte, w.distinct)
+	st, err := b.consume(ctx, topic, func(r *kgo.Record) { last[string(r.Key)] = r.Value })
+	if err != nil {
+		return st, err
+	}
+	bad := 0
+	var example string
+	for i, c := range w.counts {
+		if c == 0 {
+			continue
+		}
+		k := word(i)
+		if got := string(last[k]); got != strconv.Itoa(int(c)) {
+			if bad++; bad == 1 {
+				example = fmt.Sprintf("%s: %q, want %d", k, got, c)
+			}
+		}
+	}
+	if bad > 0 || len(last) != w.distinct {
+		return st, fmt.Errorf("bench: changelog %s: %d of %d words wrong (%s), %d words in all", topic, bad, w.distinct, example, len(last))
+	}
+	return st, nil
+}
+
+// consume reads topic from its start to its end offsets (read_committed), passing each
+// data record to fn when it is not nil, and counts the records and their bytes.
+func (b *bench) consume(ctx context.Context, topic string, fn func(*kgo.Record)) (logStats, error) {
+	var st logStats
+	begin := time.Now()
+	ends, err := b.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return st, fmt.Errorf("bench: end offsets of %s: %w", topic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	parts := map[int32]kgo.Offset{}
+	for p := range want {
+		parts[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		return st, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("bench: reading %s: %d partitions unfinished: %w", topic, len(want), err)
+		}
+		if err := fs.Err(); err != nil && !errors.Is(err, context.Canceled) {
+			return st, fmt.Errorf("bench: reading %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				st.records++
+				st.bytes += int64(len(r.Key) + len(r.Value))
+				if fn != nil {
+					fn(r)
+				}
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	st.took = time.Since(begin)
+	return st, nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printRun prints one run's figures as it ends.
+func printRun(r *run) {
+	if r.err != nil {
+		fmt.Printf("  %-24s FAILED: %v\n", r.c.name, r.err)
+		return
+	}
+	fmt.Printf("  %-24s %9.0f records/s  %5.1f µs CPU/record (broker %4.1f)  (%s in all)\n", r.c.name, r.rate,
+		r.childCPU, r.brokerCPU, r.took.Round(time.Millisecond))
+}
+
+// find returns the run of contender name on workload w, or nil.
+func find(runs []*run, w, name string) *run {
+	for _, r := range runs {
+		if r.w.name == w && r.c.name == name && r.err == nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// ratio returns a's rate over b's, or NaN when either is missing.
+func ratio(a, b *run) float64 {
+	if a == nil || b == nil || b.rate == 0 {
+		return math.NaN()
+	}
+	return a.rate / b.rate
+}
+
+// cpuRatio returns b's CPU time per record over a's (how many times a's work b's CPU
+// would do), or NaN when either is missing: a throughput ratio that the machine's other load
+// disturbs less than the rates.
+func cpuRatio(a, b *run) float64 {
+	if a == nil || b == nil || a.childCPU <= 0 || b.childCPU <= 0 {
+		return math.NaN()
+	}
+	return b.childCPU / a.childCPU
+}
+
+func fmtRatio(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+// report prints the tables and the RESULT lines.
+func report(out io.Writer, runs []*run) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tcontender\trecords/s\tvs native\tvs goka\tCPU µs/record\tCPU vs native\tchangelog rec/input\tchangelog bytes/input\tpeak RSS MiB\t")
+	for _, r := range runs {
+		if r.err != nil {
+			fmt.Fprintf(tw, "%s\t%s\tfailed\t\t\t\t\t\t\t\t\n", r.w.name, r.c.name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.1f\t%s\t%.3f\t%.1f\t%.0f\t\n", r.w.name, r.c.name, r.rate,
+			fmtRatio(ratio(r, find(runs, r.w.name, "native"))), fmtRatio(ratio(r, find(runs, r.w.name, "goka"))),
+			r.childCPU, fmtRatio(cpuRatio(r, find(runs, r.w.name, "native"))),
+			float64(r.changelogRecs)/float64(r.w.n), float64(r.changelogBytes)/float64(r.w.n),
+			float64(r.peakRSS)/(1<<20))
+	}
+	tw.Flush()
+
+	var restores []*run
+	for _, r := range runs {
+		if r.err == nil && r.hasRestore {
+			restores = append(restores, r)
+		}
+	}
+	if len(restores) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\tcold restore\trestore rec/s\trestore vs consume\twarm restart replayed\t")
+		for _, r := range restores {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t%d\t\n", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
+				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate, r.warmReplayed)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(out)
+	for _, r := range runs {
+		if r.err != nil {
+			continue
+		}
+		p := r.w.name + "_" + strings.ReplaceAll(r.c.name, "-", "_")
+		fmt.Fprintf(out, "RESULT %s_records_per_s=%.0f\n", p, r.rate)
+		fmt.Fprintf(out, "RESULT %s_cpu_us_per_record=%.2f\n", p, r.childCPU)
+		fmt.Fprintf(out, "RESULT %s_broker_cpu_us_per_record=%.2f\n", p, r.brokerCPU)
+		fmt.Fprintf(out, "RESULT %s_changelog_records_per_input=%.4f\n", p, float64(r.changelogRecs)/float64(r.w.n))
+		fmt.Fprintf(out, "RESULT %s_changelog_bytes_per_input=%.2f\n", p, float64(r.changelogBytes)/float64(r.w.n))
+		fmt.Fprintf(out, "RESULT %s_peak_rss_mib=%.0f\n", p, float64(r.peakRSS)/(1<<20))
+		if r.hasRestore {
+			fmt.Fprintf(out, "RESULT %s_cold_restore_seconds=%.3f\n", p, r.restoreTook.Seconds())
+			fmt.Fprintf(out, "RESULT %s_restore_records_per_s=%.0f\n", p, r.restoreRate())
+			fmt.Fprintf(out, "RESULT %s_warm_restart_replayed=%d\n", p, r.warmReplayed)
+		}
+	}
+	// The headline ratios: statehost as configured by default (at_least_once, coalescing
+	// off), the worst workload.
+	worst := func(name, base string) float64 {
+		x := math.NaN()
+		for _, w := range workloadNames(runs) {
+			q := ratio(find(runs, w, name), find(runs, w, base))
+			if math.IsNaN(x) || q < x {
+				x = q
+			}
+		}
+		return x
+	}
+	for _, c := range contenders {
+		if c.kind != "statehost" || c.cGuest {
+			continue
+		}
+		s := strings.TrimPrefix(strings.ReplaceAll(c.name, "-", "_"), "statehost_")
+		fmt.Fprintf(out, "RESULT wordcount_%s_vs_native=%.3f\n", s, worst(c.name, "native"))
+		fmt.Fprintf(out, "RESULT wordcount_%s_vs_goka=%.3f\n", s, worst(c.name, "goka"))
+	}
+	restoreWorst := math.NaN()
+	for _, r := range restores {
+		if q := r.restoreRate() / r.consumeRate; math.IsNaN(restoreWorst) || q < restoreWorst {
+			restoreWorst = q
+		}
+	}
+	fmt.Fprintf(out, "RESULT wordcount_vs_native=%.3f\n", worst("statehost-alos", "native"))
+	fmt.Fprintf(out, "RESULT wordcount_vs_goka=%.3f\n", worst("statehost-alos", "goka"))
+	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_native=%.3f\n", worst("statehost-alos-c", "native"))
+	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_goka=%.3f\n", worst("statehost-alos-c", "goka"))
+	fmt.Fprintf(out, "RESULT restore_vs_consume=%.3f\n", restoreWorst)
+}
+
+func (r *run) restoreRate() float64 {
+	if r.restoreTook <= 0 {
+		return math.NaN()
+	}
+	return float64(r.restored) / r.restoreTook.Seconds()
+}
+
+func workloadNames(runs []*run) []string {
+	var names []string
+	for _, r := range runs {
+		if len(names) == 0 || names[len(names)-1] != r.w.name {
+			names = append(names, r.w.name)
+		}
+	}
+	return names
+}
