@@ -48,12 +48,10 @@ func (d *decoder) decodeAdmin(ra *rawAdmin, body hcl.Body, c *Config) {
 		tokenOK = false
 	}
 	if env := os.Getenv(AdminTokenEnv); env != "" {
-		rng := ra.DefRange
-		if !absent(ra.Token) {
-			rng = ra.Token.Range()
-		}
+		// On the block, not on a token attribute: the snippet printed with the error would
+		// show the file's token.
 		if msg := checkToken(env); msg != "" {
-			d.errorf(rng, "Invalid admin token", "The admin token of the environment variable %s %s.", AdminTokenEnv, msg)
+			d.errorf(ra.DefRange, "Invalid admin token", "The admin token of the environment variable %s %s.", AdminTokenEnv, msg)
 			tokenOK = false
 		} else {
 			c.Admin.Token, tokenOK = env, true

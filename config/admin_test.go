@@ -86,7 +86,8 @@ func TestAdminToken(t *testing.T) {
 	if len(diags) != 1 || diags[0].Summary != "Invalid admin token" || !strings.Contains(diags[0].Detail, config.AdminTokenEnv) {
 		t.Fatalf("a bad token in %s: %v, want one error naming it (and no other: the listener has a token)", config.AdminTokenEnv, diags)
 	}
-	sameRange(t, "env token error", *diags[0].Subject, rng(path, 4, 12, 4, 27))
+	// On the admin block, not on the file's token, which the printed snippet would show.
+	sameRange(t, "env token error", *diags[0].Subject, rng(path, 2, 1, 2, 6))
 	_, diags, path = loadAdmin(t, `  listen = ":9464"`)
 	if len(diags) != 1 || diags[0].Summary != "Invalid admin token" {
 		t.Fatalf("a bad token in %s, no admin.token: %v", config.AdminTokenEnv, diags)

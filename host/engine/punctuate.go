@@ -131,3 +131,17 @@ func (in *Instance) NextWallPunctuation() (time.Time, bool) {
 	}
 	return time.UnixMilli(next), found
 }
+
+// InheritSchedules gives in the punctuation times of prev, the instance of the same module
+// that in replaces on the same task (a restart after a poison record): each schedule that prev
+// also made (same id, kind and interval) fires when prev's would have. Otherwise a wall-clock
+// punctuation would be pushed back an interval by every restart, and a stream-time one would
+// fire again at once.
+func (in *Instance) InheritSchedules(prev *Instance) {
+	for i := range in.schedules {
+		if i < len(prev.schedules) && prev.schedules[i].kind == in.schedules[i].kind &&
+			prev.schedules[i].interval == in.schedules[i].interval {
+			in.schedules[i].next = prev.schedules[i].next
+		}
+	}
+}

@@ -224,6 +224,17 @@ func TestPunctuation(t *testing.T) {
 	if !in2.PunctuationDue() {
 		t.Fatal("no punctuation due for a new instance with a known stream time")
 	}
+	// The same instance inheriting the old one's schedules (a restart after a poison record):
+	// nothing is due, and the wall-clock punctuation stays where it was.
+	in3 := instantiate(t, e, "probe", task)
+	in3.InheritSchedules(in)
+	if in3.PunctuationDue() {
+		t.Error("a punctuation is due for a new instance that inherited the schedules")
+	}
+	wantWall, _ := in.NextWallPunctuation()
+	if at, ok := in3.NextWallPunctuation(); !ok || !at.Equal(wantWall) {
+		t.Errorf("inherited next wall punctuation %v %v, want %v", at, ok, wantWall)
+	}
 	r.emitted.recs = nil
 	if n, err := in2.Punctuate(ctx); err != nil || n != 1 {
 		t.Fatalf("Punctuate of the new instance = %d, %v; want its stream-time punctuation", n, err)

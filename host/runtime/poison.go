@@ -383,6 +383,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 
 // restartPlugin replaces the task's dead instance with a new one.
 func (t *task) restartPlugin(ctx context.Context) error {
+	prev := t.inst
 	if err := t.inst.Close(ctx); err != nil {
 		t.rt.log.Warn("closing the failed plugin instance", "processor", t.id.proc, "partition", t.id.part, "error", err)
 	}
@@ -390,6 +391,9 @@ func (t *task) restartPlugin(ctx context.Context) error {
 	// The module the task ran, not the processor's newest: a deployed module takes over at a
 	// commit boundary (switchModules), never in the middle of an interval.
 	err := t.startModule(ctx, t.mod)
+	if err == nil {
+		t.inst.InheritSchedules(prev) // its punctuations keep their times
+	}
 	t.touched = true // startPlugin reset it: the task works in the open transaction
 	return err
 }
