@@ -247,34 +247,29 @@ func isCorrupt(err error) bool {
 // (and wiped) at Open rather than in the middle of a run: the metadata of every store partition
 // (registry, checkpoints, stream times, layouts), and each table's properties and footer.
 func checkDB(db *pebble.DB) error {
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{nsMeta}, UpperBound: []byte{nsData}})
-	if err != nil {
+	if err := readAll(db, []byte{nsMeta}, []byte{nsData}); err != nil {
 		return err
 	}
-	for it.First(); it.Valid(); it.Next() {
-		if _, err := it.ValueAndErr(); err != nil {
-			it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
+	if err := readAll(db, []byte{nsCheckpoint}, []byte{nsLayout + 1}); err != nil {
 		return err
 	}
-	it, err = db.NewIter(&pebble.IterOptions{LowerBound: []byte{nsCheckpoint}, UpperBound: []byte{nsLayout + 1}})
-	if err != nil {
-		return err
-	}
-	for it.First(); it.Valid(); it.Next() {
-		if _, err := it.ValueAndErr(); err != nil {
-			it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	_, err = db.SSTables(pebble.WithProperties())
+	_, err := db.SSTables(pebble.WithProperties())
 	return err
+}
+
+// readAll reads every value in [lo, hi), so that a corrupt block there is an error now.
+func readAll(db *pebble.DB, lo, hi []byte) error {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if _, err := it.ValueAndErr(); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	return it.Close()
 }
 
 // wipe deletes the database and every task's exported checkpoint file, because of cause, and
