@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -248,53 +243,6 @@ func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func tryStartBroker(t *testing.T, bin, dir, addr string) (*brokerProcess, error) {
-	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
-			var line struct {
-				Message string `json:"@message"`
-				Addr    string `json:"addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "broker listening" {
-				listening <- line.Addr
-			}
-		}
-		io.Copy(&p.log, stderr)
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case p.addr = <-listening:
-	case err := <-p.done:
-		return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-p.done
-		return nil, fmt.Errorf("did not log \"broker listening\" within 20s")
-	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("stderr of statehost broker (%s):\n%s", addr, p.log.String())
-		}
-	})
-	return p, nil
 }
 
 // halt stops the broker with sig (SIGTERM: a clean stop, exit 0; SIGKILL: death) and waits

@@ -66,24 +66,26 @@ type brokerProcess struct {
 // "broker listening" log line.
 func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-json")
+	p, err := tryStartBroker(t, bin, dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("statehost broker: %v", err)
+	}
+	return p
+}
+
+// tryStartBroker starts `statehost broker` on addr with the data directory dir and waits for
+// its "broker listening" log line (of that directory). The test's cleanup kills it, and logs
+// its stderr when the test failed.
+func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error) {
+	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("stderr of statehost broker:\n%s", p.log.String())
-		}
-	})
 	listening := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -104,11 +106,22 @@ func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
 	select {
 	case p.addr = <-listening:
 	case err := <-p.done:
-		t.Fatalf("statehost broker exited before listening: %v", err)
+		return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
 	case <-time.After(20 * time.Second):
-		t.Fatal("statehost broker did not log \"broker listening\" within 20s")
+		cmd.Process.Kill()
+		<-p.done
+		return nil, fmt.Errorf("did not log \"broker listening\" within 20s")
 	}
-	return p
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stderr of statehost broker (%s):\n%s", addr, p.log.String())
+		}
+	})
+	return p, nil
 }
 
 // stop sends SIGTERM and returns the exit code.
