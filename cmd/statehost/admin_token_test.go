@@ -41,15 +41,10 @@ processor "count" {
 
 const testAdminToken = "cli-t0ken"
 
-// freePort returns a port that was free a moment ago.
+// freePort returns a port that was free a moment ago (freeAddr's).
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, port, _ := net.SplitHostPort(freeAddr(t))
 	return port
 }
 
