@@ -32,18 +32,14 @@ type Config struct {
 	// dies with "out of memory"). Default: DefaultMemoryLimit (64 MiB); at most 4 GiB.
 	MemoryLimit int64
 
-	// BatchTimeout bounds each guest call: one batch, the start of an instance (_initialize
-	// and statehost_init), and the link check of Compile. A guest that runs longer is
-	// stopped and its batch fails with ErrTimeout. Enforcing it makes wazero insert checks
-	// into loops (see the decision note 20261129_batch_time_limit.md). Default:
-	// DefaultBatchTimeout (10 s).
+	// BatchTimeout bounds each guest call: one batch, a punctuation, the start of an
+	// instance (_initialize and statehost_init). A guest that runs longer is stopped at its
+	// next loop iteration or function call and its batch fails with ErrTimeout. Compile puts
+	// the checks that make this possible into every module (package loopcheck; see the
+	// decision note 20261130_loop_checks.md). Default: DefaultBatchTimeout (10 s).
 	//
-	// A negative value disables the limit and those checks; use it only for trusted guests.
-	// It also disables cancellation: without the checks wazero cannot stop running guest
-	// code, so canceling the context of ProcessBatch or Instantiate no longer stops the
-	// guest (ErrCanceled is then only reported when a host function, such as an Emitter
-	// watching its context, gives up); a guest in an endless loop blocks its goroutine for
-	// good.
+	// A negative value disables the limit. Canceling the context of ProcessBatch or
+	// Instantiate still stops the guest (ErrCanceled).
 	BatchTimeout time.Duration
 
 	// Logger receives the engine's and the guests' log entries; the engine logs under the

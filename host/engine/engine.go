@@ -38,9 +38,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No WithCloseOnContextDone: Compile puts cheaper checks into the guest's loops
+	// (interrupt.go).
 	rc := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(cfg.memoryLimitPages()).
-		WithCloseOnContextDone(cfg.BatchTimeout > 0)
+		WithMemoryLimitPages(cfg.memoryLimitPages())
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
 		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {

@@ -17,9 +17,7 @@ var (
 	ErrOutOfMemory = errors.New("engine: guest out of memory")
 	// ErrTimeout: the guest call ran past Config.BatchTimeout and was stopped.
 	ErrTimeout = errors.New("engine: guest call timed out")
-	// ErrCanceled: the context of the call was canceled and the guest was stopped. With
-	// Config.BatchTimeout < 0 the engine cannot stop a running guest: cancellation is then
-	// seen only by host functions (an Emitter that returns ctx.Err()), not by guest code.
+	// ErrCanceled: the context of the call was canceled and the guest was stopped.
 	ErrCanceled = errors.New("engine: guest call canceled")
 	// ErrExit: the guest exited (proc_exit, a Go fatal error) in the middle of a call.
 	ErrExit = errors.New("engine: guest exited")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -253,16 +254,37 @@ func TestEmitterContext(t *testing.T) {
 	}
 }
 
-// TestCanceled checks that canceling the caller's context stops a running guest.
+// TestCanceled checks that canceling the caller's context stops a running guest, C or Go,
+// with the time limit on or off, while the process collects garbage (which waits for every
+// goroutine, the guest's too).
 func TestCanceled(t *testing.T) {
-	e, _ := testEngine(t, Config{BatchTimeout: time.Minute})
-	in := instantiate(t, e, "probe", newRig(t).task("probe", "out"))
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	err := in.ProcessBatch(ctx, recs("loop"))
-	guestError(t, err, ErrCanceled)
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("error %v does not wrap context.Canceled", err)
+	for _, timeout := range []time.Duration{time.Minute, -1} {
+		e, _ := testEngine(t, Config{BatchTimeout: timeout})
+		for _, guest := range []string{"probe", "goprobe"} {
+			in := instantiate(t, e, guest, newRig(t).task(guest, "out"))
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, func() {
+				runtime.GC()
+				cancel()
+			})
+			err := in.ProcessBatch(ctx, recs("loop"))
+			guestError(t, err, ErrCanceled)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s, time limit %v: error %v does not wrap context.Canceled", guest, timeout, err)
+			}
+		}
+	}
+}
+
+// TestInstantiateTimeout checks that a guest that never finishes starting (a C constructor
+// looping in _initialize) is stopped at the time limit and refused.
+func TestInstantiateTimeout(t *testing.T) {
+	e, _ := testEngine(t, Config{BatchTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	_, err := compile(t, e, "ctorloop").Instantiate(context.Background(), newRig(t).task("ctorloop", "out"))
+	ge := guestError(t, err, ErrTimeout)
+	if ge.Offset != -1 || time.Since(start) > 10*time.Second {
+		t.Errorf("error %v after %v: want offset -1, soon after the limit", err, time.Since(start))
 	}
 }
 

@@ -50,6 +50,7 @@ var cGuests = map[string][2]string{
 	"badsig":    {"host/engine/testdata/c/badsig.c", "host/engine/testdata/c/badsig.wasm"},
 	"ctorexit":  {"host/engine/testdata/c/ctorexit.c", "host/engine/testdata/c/ctorexit.wasm"},
 	"initexit":  {"host/engine/testdata/c/initexit.c", "host/engine/testdata/c/initexit.wasm"},
+	"ctorloop":  {"host/engine/testdata/c/ctorloop.c", "host/engine/testdata/c/ctorloop.wasm"},
 }
 
 const moduleRoot = "../.."

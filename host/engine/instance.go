@@ -46,11 +46,11 @@ type Task struct {
 // An Instance is not safe for concurrent use: one goroutine at a time calls ProcessBatch,
 // and Close must not run while ProcessBatch does (it returns ErrInstanceBusy then, leaving the
 // instance open). To stop a running batch, for example when the task is revoked, cancel the
-// context passed to ProcessBatch: the guest is stopped (unless Config.BatchTimeout < 0),
-// ProcessBatch returns ErrCanceled, and Close can follow. After ProcessBatch returns a
-// *GuestError the instance is dead: further calls return an error wrapping ErrInstanceDead,
-// and the caller must Close it and, if it wants to go on, instantiate a new one and replay
-// from its last commit. (ErrInstanceBusy and ErrClosed leave it as it was.)
+// context passed to ProcessBatch: the guest is stopped, ProcessBatch returns ErrCanceled,
+// and Close can follow. After ProcessBatch returns a *GuestError the instance is dead:
+// further calls return an error wrapping ErrInstanceDead, and the caller must Close it and,
+// if it wants to go on, instantiate a new one and replay from its last commit.
+// (ErrInstanceBusy and ErrClosed leave it as it was.)
 type Instance struct {
 	mod    *Module
 	task   Task
@@ -84,6 +84,7 @@ type Instance struct {
 	hostKind error  // ErrStore or ErrEmit, for hostErr
 	hostAt   int    // blame when hostErr happened
 
+	intr           interrupter // stops a running call at its deadline or cancellation
 	stdout, stderr guestOutput
 	busy           atomic.Bool
 	dead           error
@@ -128,8 +129,7 @@ func (c *ownClock) ObserveTime(ts int64) {
 }
 
 // callCtx is the context of a guest call: it carries the instance to the host functions
-// without a context lookup. A new one is made per call and never changed: wazero's watcher
-// goroutine (WithCloseOnContextDone) may read it after the call returns.
+// without a context lookup. A new one is made per call and never changed.
 type callCtx struct {
 	context.Context
 	in *Instance
@@ -191,27 +191,31 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout"}
 	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", keep: true}
 
+	// No start functions: _initialize runs below, as every guest call, under the
+	// interrupter, which needs the instantiated module's global.
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
+		WithStartFunctions().
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr)
-	cctx, cancel := in.deadline(ctx)
-	guest, err := m.eng.rt.InstantiateModule(&callCtx{Context: cctx, in: in}, m.compiled, cfg)
-	done := cctx.Err()
-	cancel()
-	in.stdout.flush()
-	in.stderr.flush()
+	guest, err := m.eng.rt.InstantiateModule(&callCtx{Context: ctx, in: in}, m.compiled, cfg)
 	if err != nil {
-		return nil, in.failure(ctx, done, err, 0)
+		return nil, in.failure(ctx, nil, err, 0, false)
 	}
-	if guest.IsClosed() {
-		// _initialize called proc_exit(0): wazero closes the module and reports success.
-		return nil, in.newError(ErrExit, 0, fmt.Errorf("%s: %w", abi.ExportInitialize, sys.NewExitError(0)))
+	global, ok := guest.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	if !ok {
+		_ = guest.Close(ctx)
+		return nil, fmt.Errorf("engine: instantiate %q: the module lacks its interrupt global %s", task.Processor, interruptExport)
 	}
+	in.intr.global = global
 	in.guest = guest
 	in.mem = guest.Memory()
 	in.batchF = guest.ExportedFunction(abi.ExportProcessBatch)
+	if m.hasInitialize {
+		if err := in.call(ctx, guest.ExportedFunction(abi.ExportInitialize), nil); err != nil {
+			return nil, err // call closed the module
+		}
+	}
 	if m.hasInit {
 		in.initializing = true
 		err := in.call(ctx, guest.ExportedFunction(abi.ExportInit), nil)
@@ -264,7 +268,9 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 		stack = buf[:]
 	}
 	cctx, cancel := in.deadline(ctx)
+	disarm := in.intr.watch(cctx)
 	err := fn.CallWithStack(&callCtx{Context: cctx, in: in}, stack)
+	interrupted := disarm()
 	done := cctx.Err()
 	cancel()
 	in.closeIterators()
@@ -272,14 +278,14 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	in.stderr.flush()
 	switch {
 	case err != nil:
-		err = in.failure(ctx, done, err, 0)
+		err = in.failure(ctx, done, err, 0, interrupted)
 	case in.guest.IsClosed():
 		// The guest called proc_exit(0), which wazero may report as success. It may have
 		// exited because a host function gave up at the deadline (an emit that timed out):
 		// failure tells, as when wazero reports the exit.
-		err = in.failure(ctx, done, sys.NewExitError(0), 0)
+		err = in.failure(ctx, done, sys.NewExitError(0), 0, false)
 	case api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
-		err = in.failure(ctx, done, nil, api.DecodeI32(stack[0]))
+		err = in.failure(ctx, done, nil, api.DecodeI32(stack[0]), false)
 	case in.batch != nil && in.last != len(in.batch)-1:
 		// Success needs every record taken; the final record_next that returns 0 is optional.
 		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
@@ -302,8 +308,9 @@ func (in *Instance) deadline(ctx context.Context) (context.Context, context.Canc
 }
 
 // failure classifies a failed guest call: callErr is the error of the call, or nil when the
-// guest returned code; done is the error of the call's context when the call ended.
-func (in *Instance) failure(ctx context.Context, done, callErr error, code int32) *GuestError {
+// guest returned code; done is the error of the call's context when the call ended;
+// interrupted reports that the interrupter stopped the guest (the trap is its check's).
+func (in *Instance) failure(ctx context.Context, done, callErr error, code int32, interrupted bool) *GuestError {
 	if in.hostErr != nil && done != nil && errors.Is(in.hostErr, done) {
 		// A host function (an Emitter under backpressure) gave up because the call's
 		// deadline passed or its context was canceled: that is where the call was stuck,
@@ -321,11 +328,12 @@ func (in *Instance) failure(ctx context.Context, done, callErr error, code int32
 		return in.newError(ErrGuestFailed, code, nil)
 	}
 	var exit *sys.ExitError
+	errors.As(callErr, &exit)
 	switch {
-	case errors.As(callErr, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded:
-		return in.newError(ErrTimeout, 0, callErr)
-	case errors.As(callErr, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled:
-		return in.newError(ErrCanceled, 0, errors.Join(callErr, context.Cause(ctx)))
+	case interrupted && errors.Is(done, context.DeadlineExceeded):
+		return in.newError(ErrTimeout, 0, fmt.Errorf("stopped at the batch time limit (%w): %w", done, callErr))
+	case interrupted:
+		return in.newError(ErrCanceled, 0, errors.Join(fmt.Errorf("stopped: %w", callErr), context.Cause(ctx)))
 	// What the Go runtime printed decides first: a panic near the memory limit is a panic.
 	case in.stderr.panicked:
 		return in.newError(ErrPanic, 0, callErr)

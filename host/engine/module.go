@@ -26,7 +26,8 @@ type Module struct {
 	name     string
 	hash     string
 	compiled wazero.CompiledModule
-	hasInit  bool
+	// hasInitialize, hasInit: the module exports _initialize, statehost_init.
+	hasInitialize, hasInit bool
 	// hasPunctuate: the module exports statehost_punctuate, so it may schedule punctuations.
 	hasPunctuate bool
 }
@@ -67,7 +68,11 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, ErrClosed
 	}
 	sum := sha256.Sum256(wasm)
-	cm, err := e.rt.CompileModule(ctx, wasm)
+	checked, err := e.instrument(ctx, name, wasm)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := e.rt.CompileModule(ctx, checked)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %s: compile: %w", name, err)
 	}
@@ -87,6 +92,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		_ = cm.Close(ctx)
 		return nil, &ModuleError{Module: name, Problems: []string{"cannot be instantiated: " + err.Error()}}
 	}
+	_, m.hasInitialize = cm.ExportedFunctions()[abi.ExportInitialize]
 	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
 	_, m.hasPunctuate = cm.ExportedFunctions()[abi.ExportPunctuate]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
@@ -95,14 +101,8 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 
 // linkCheck instantiates cm once without calling any export, so that problems wazero finds
 // only at instantiation (imported tables or globals, a memory above the limit) show up at
-// compile time. It runs no guest code, as modules with a start section are refused first;
-// it is bounded by the batch time limit all the same.
+// compile time. It runs no guest code: modules with a start section are refused first.
 func (e *Engine) linkCheck(ctx context.Context, cm wazero.CompiledModule) error {
-	if t := e.cfg.BatchTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
 	probe, err := e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return err

@@ -161,25 +161,6 @@ func TestStartSection(t *testing.T) {
 	}
 }
 
-// TestLinkCheckDeadline checks the second line of defence: should a start function ever
-// get past the start-section check, Compile's link check is bounded by BatchTimeout.
-func TestLinkCheckDeadline(t *testing.T) {
-	e, _ := testEngine(t, Config{BatchTimeout: 100 * time.Millisecond})
-	ctx := context.Background()
-	cm, err := e.rt.CompileModule(ctx, startModule(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cm.Close(ctx)
-	start := time.Now()
-	if err := e.linkCheck(ctx, cm); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
-		t.Fatalf("linkCheck = %v, want deadline exceeded", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("linkCheck took %v", d)
-	}
-}
-
 // startModule assembles a minimal guest that meets the module requirements, with, when
 // start is set, a start section naming a function that loops forever:
 //
