@@ -251,7 +251,7 @@ func TestCommitOrder(t *testing.T) {
 	e := newEnv(t, 3)
 	task := e.open(t, 2, StoreSpec{Name: "kv"})
 	_ = task.Store("kv").Put([]byte("k"), []byte("v"))
-	if err := task.Output(OutputRecord{Topic: "output", Partition: 2, Key: []byte("out"), Value: []byte("put")}); err != nil {
+	if err := task.Output(ctx, OutputRecord{Topic: "output", Partition: 2, Key: []byte("out"), Value: []byte("put")}); err != nil {
 		t.Fatal(err)
 	}
 	called := false
@@ -327,7 +327,7 @@ func TestFailedProduceFailsCommit(t *testing.T) {
 			})
 			_ = task.Store("kv").Put([]byte("lost"), []byte("v"))
 			if target == "output" {
-				_ = task.Output(OutputRecord{Topic: "output", Partition: 0, Value: []byte("x")})
+				_ = task.Output(ctx, OutputRecord{Topic: "output", Partition: 0, Value: []byte("x")})
 			}
 			called := false
 			err = task.Commit(ctx, func(context.Context) error { called = true; return nil })

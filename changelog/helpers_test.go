@@ -25,14 +25,15 @@ type env struct {
 	dir  string
 }
 
-func newEnv(t testing.TB, partitions int32) *env {
+// newEnv starts the cluster and the env's clients; opts are added to the producer client's.
+func newEnv(t testing.TB, partitions int32, opts ...kgo.Opt) *env {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "input", "output"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +81,21 @@ type rec struct {
 // readAll consumes every record of topic, from the start to the end offsets listed now.
 func (e *env) readAll(t testing.TB, topic string) []rec {
 	t.Helper()
+	var out []rec
+	for _, r := range e.readRecords(t, topic) {
+		var v *string
+		if r.Value != nil {
+			s := string(r.Value)
+			v = &s
+		}
+		out = append(out, rec{r.Partition, r.Offset, string(r.Key), v})
+	}
+	return out
+}
+
+// readRecords consumes every record of topic, from the start to the end offsets listed now.
+func (e *env) readRecords(t testing.TB, topic string) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ends, err := e.adm.ListEndOffsets(ctx, topic)
@@ -102,19 +118,14 @@ func (e *env) readAll(t testing.TB, topic string) []rec {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []rec
+	var out []*kgo.Record
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			t.Fatalf("reading %s: %v (still waiting for %v)", topic, err, want)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			var v *string
-			if r.Value != nil {
-				s := string(r.Value)
-				v = &s
-			}
-			out = append(out, rec{r.Partition, r.Offset, string(r.Key), v})
+			out = append(out, r)
 			if r.Offset+1 >= want[r.Partition] {
 				delete(want, r.Partition)
 			}

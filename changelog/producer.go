@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,8 +23,24 @@ import (
 // processor owns each store name (a changelog topic has one writer per
 // partition), and the records still in flight of tasks that were closed
 // before their records were acknowledged.
+//
+// Backpressure: franz-go blocks a Produce while the client buffers its
+// kgo.MaxBufferedRecords (50,000 by default), and watches no context of ours
+// meanwhile (a context given to Produce would also cancel the record once
+// buffered). So every record first reserves a place among the records the
+// Producer lets be in flight (one fewer than that limit, so that franz-go
+// itself never blocks), waiting for one when there is none: Task.Output with
+// its context, which carries the deadline of the plugin's call when the record
+// is emitted; store writes, which take no context, without one, as they waited
+// in franz-go before.
 type Producer struct {
 	cl *kgo.Client
+
+	limit    int64        // records in flight at most: the client's kgo.MaxBufferedRecords - 1
+	buffered atomic.Int64 // records in flight (reserved, and not yet acknowledged or failed), of every task
+	waiting  atomic.Int32 // producers waiting for room
+	roomMu   sync.Mutex
+	room     chan struct{} // closed when a record leaves while producers wait (guarded by roomMu)
 
 	mu       sync.Mutex
 	owners   map[string]string    // store name -> processor
@@ -47,7 +64,62 @@ func NewProducer(cl *kgo.Client) (*Producer, error) {
 	if acks, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); acks != kgo.AllISRAcks() {
 		return nil, errors.New("changelog: the producer client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
 	}
-	return &Producer{cl: cl, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}, nil
+	limit, _ := cl.OptValue(kgo.MaxBufferedRecords).(int64)
+	// One fewer: franz-go counts a record out only after its promise, which counts it out
+	// here first.
+	limit = max(limit-1, 1)
+	return &Producer{cl: cl, limit: limit, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}, nil
+}
+
+// reserve takes a place for one record among the records in flight. It returns false when
+// there is none: then the caller may flush its queue (its records have their places) and
+// await one.
+func (p *Producer) reserve() bool {
+	if p.buffered.Add(1) <= p.limit {
+		return true
+	}
+	p.left() // taken back
+	return false
+}
+
+// await takes a place for one record, waiting for one while there is none, until ctx ends
+// (then it returns ctx's error and takes nothing).
+func (p *Producer) await(ctx context.Context) error {
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	for {
+		p.roomMu.Lock()
+		if p.buffered.Add(1) <= p.limit {
+			p.roomMu.Unlock()
+			return nil
+		}
+		if p.buffered.Add(-1) < p.limit { // a record left meanwhile, maybe without waking anyone
+			p.roomMu.Unlock()
+			continue
+		}
+		if p.room == nil {
+			p.room = make(chan struct{})
+		}
+		room := p.room
+		p.roomMu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// left gives back the place of a record, waking the producers that wait for one.
+func (p *Producer) left() {
+	if p.buffered.Add(-1) < p.limit && p.waiting.Load() > 0 {
+		p.roomMu.Lock()
+		if p.room != nil {
+			close(p.room)
+			p.room = nil
+		}
+		p.roomMu.Unlock()
+	}
 }
 
 // claim registers processor as the owner of the logged stores named stores,
@@ -125,138 +197,4 @@ type OutputRecord struct {
 	Value     []byte // nil for a null value
 	Headers   []Header
 	Timestamp time.Time // zero: the client sets the produce time
-}
-
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
-// tracker follows the records of one task from produce to acknowledgement.
-type tracker struct {
-	p      *Producer
-	closed bool // the task is closed (guarded by p.mu)
-
-	mu      sync.Mutex
-	pending int
-	idle    chan struct{} // closed when pending drops to 0
-	err     error         // first failure
-	acked   map[topicPartition]int64
-}
-
-func newTracker(p *Producer) *tracker {
-	return &tracker{p: p, acked: make(map[topicPartition]int64)}
-}
-
-func (t *tracker) produce(r *kgo.Record) {
-	t.mu.Lock()
-	if t.pending == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.pending++
-	t.mu.Unlock()
-	t.p.cl.Produce(context.Background(), r, t.done)
-}
-
-func (t *tracker) done(r *kgo.Record, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err != nil {
-		if t.err == nil {
-			t.err = &ProduceError{Topic: r.Topic, Partition: r.Partition, Err: err}
-		}
-	} else {
-		tp := topicPartition{r.Topic, r.Partition}
-		if o, ok := t.acked[tp]; !ok || r.Offset > o {
-			t.acked[tp] = r.Offset
-		}
-	}
-	t.pending--
-	if t.pending == 0 {
-		close(t.idle)
-	}
-}
-
-// producedSinceWait reports whether records were produced since the last wait.
-func (t *tracker) producedSinceWait() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending > 0 || len(t.acked) > 0 || t.err != nil
-}
-
-// inFlight returns the number of records produced and not yet acknowledged or failed.
-func (t *tracker) inFlight() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending
-}
-
-// wait blocks until every record produced so far is acknowledged or failed,
-// then returns the highest acknowledged offset per partition since the last
-// wait, or the first failure. It waits for the records in flight even after
-// a failure, so that a task reopened after a failed commit finds every record
-// of its previous incarnation in the log (or knows it never will be); when
-// ctx ends first, the error says so and the records stay tracked.
-func (t *tracker) wait(ctx context.Context) (map[topicPartition]int64, error) {
-	for {
-		t.mu.Lock()
-		if t.pending == 0 {
-			err := t.err
-			acked := t.acked
-			t.acked = make(map[topicPartition]int64)
-			t.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			return acked, nil
-		}
-		idle, pending, failed := t.idle, t.pending, t.err
-		t.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			err := fmt.Errorf("changelog: waiting for the acknowledgement of %d records: %w", pending, ctx.Err())
-			return nil, errors.Join(failed, err)
-		}
-	}
-}
-
-// storeLog is the ChangeLogger of one logged store partition: it produces to changelog partition = task partition.
-type storeLog struct {
-	tr        *tracker
-	topic     string
-	partition int32
-	// clock, when set (window and session stores), stamps each record with the task's
-	// stream time, which a restore raises the stream time to. Key-value records get the
-	// produce time.
-	clock interface{ StreamTime() int64 }
-}
-
-func (l *storeLog) LogPut(key, value []byte) error {
-	l.tr.produce(l.stamp(&kgo.Record{
-		Topic:     l.topic,
-		Partition: l.partition,
-		Key:       append(make([]byte, 0, len(key)), key...),     // never nil: compacted topics need a key
-		Value:     append(make([]byte, 0, len(value)), value...), // never nil: nil is a tombstone
-	}))
-	return nil
-}
-
-func (l *storeLog) LogDelete(key []byte) error {
-	l.tr.produce(l.stamp(&kgo.Record{
-		Topic:     l.topic,
-		Partition: l.partition,
-		Key:       append(make([]byte, 0, len(key)), key...),
-	}))
-	return nil
-}
-
-// stamp sets r's timestamp to the stream time when the store is windowed. Before the task's
-// first record (a write from a plugin's init) the stream time is unknown: the timestamp is
-// then 0, which a restore cannot mistake for a stream time.
-func (l *storeLog) stamp(r *kgo.Record) *kgo.Record {
-	if l.clock != nil {
-		r.Timestamp = time.UnixMilli(max(l.clock.StreamTime(), 0))
-	}
-	return r
 }

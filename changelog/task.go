@@ -101,6 +101,7 @@ type Task struct {
 	tr     *tracker
 	log    hclog.Logger
 	logged []LoggedStore
+	logs   []*storeLog // the changelog writers of logged, in the same order
 	failed error
 	file   []store.CheckpointEntry // last exported checkpoint file
 }
@@ -148,8 +149,9 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 	for _, s := range cfg.Stores {
 		o := store.Options{Backend: s.Backend, Coalesce: s.Coalesce, Metrics: s.Metrics, Kind: s.Kind, Window: s.Window}
 		topic := TopicName(cfg.AppID, s.Name)
+		var sl *storeLog
 		if !s.LoggingDisabled {
-			sl := &storeLog{tr: t.tr, topic: topic, partition: cfg.Partition}
+			sl = newStoreLog(t.tr, topic, cfg.Partition)
 			if s.Windowed() {
 				sl.clock = st // its records carry the stream time: restores rebuild it
 			}
@@ -171,6 +173,7 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 		}
 		if !s.LoggingDisabled {
 			t.logged = append(t.logged, LoggedStore{Store: s.Name, Topic: topic, Partition: cfg.Partition, Part: st.Partition(s.Name)})
+			t.logs = append(t.logs, sl)
 		}
 	}
 	if entries, err := store.ReadCheckpointFile(filepath.Join(st.Dir(), store.CheckpointFileName)); err == nil {
@@ -204,24 +207,44 @@ func (t *Task) StoreTask() *store.Task { return t.st }
 func (t *Task) Dir() string { return t.st.Dir() }
 
 // Output produces a record to an output topic through the task's tracking: the next Commit waits for its acknowledgement.
-// Key, value and headers are copied.
-func (t *Task) Output(r OutputRecord) error {
+// Key, value and headers are copied. The record is queued with the task's changelog
+// records, in order, until the next Flush.
+//
+// While the producer has as many records in flight as the client may buffer
+// (kgo.MaxBufferedRecords), Output flushes the task's queue and waits for room; when ctx
+// ends first, it returns an error that wraps ctx's and names the record's topic and
+// partition, and the record is not produced.
+func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	kr := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Timestamp: r.Timestamp}
+	if err := t.tr.reserve(ctx); err != nil {
+		return fmt.Errorf("changelog: output to %s partition %d: waiting for room among the producer's %d records in flight: %w",
+			r.Topic, r.Partition, t.tr.p.limit, err)
+	}
+	mem := &t.tr.mem
+	kr := mem.record()
+	kr.Topic, kr.Partition, kr.Timestamp = r.Topic, r.Partition, r.Timestamp
 	if r.Key != nil {
-		kr.Key = append(make([]byte, 0, len(r.Key)), r.Key...)
+		kr.Key = mem.copy(r.Key)
 	}
 	if r.Value != nil {
-		kr.Value = append(make([]byte, 0, len(r.Value)), r.Value...)
+		kr.Value = mem.copy(r.Value)
 	}
-	for _, h := range r.Headers {
-		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)})
+	if len(r.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)}
+		}
 	}
-	t.tr.produce(kr)
+	t.tr.produce(kr, t.tr.promise)
 	return nil
 }
+
+// Flush hands the records that the task's stores and Output queued since the last Flush to
+// the producer client, in order. Call it when a plugin call returns: records are queued, not
+// produced, until then (a commit flushes them too).
+func (t *Task) Flush() { t.tr.flush() }
 
 // HasWork reports whether the task has anything to commit: uncommitted writes, or records
 // produced since its last commit.
@@ -280,13 +303,12 @@ func (t *Task) Prepare(ctx context.Context) (Prepared, error) {
 	if err := t.st.Flush(); err != nil {
 		return Prepared{}, t.fail(err)
 	}
-	acked, err := t.tr.wait(ctx)
-	if err != nil {
+	if err := t.tr.wait(ctx); err != nil {
 		return Prepared{}, t.fail(err)
 	}
 	cps := make(map[string]int64)
-	for _, ls := range t.logged {
-		if o, ok := acked[topicPartition{ls.Topic, ls.Partition}]; ok {
+	for i, ls := range t.logged {
+		if o, ok := t.logs[i].take(); ok {
 			cps[ls.Store] = o
 		}
 	}
@@ -355,13 +377,16 @@ func (t *Task) Err() error { return t.failed }
 // Close closes the task's stores, dropping its uncommitted writes, then waits
 // until the records it produced are acknowledged or failed, or ctx ends.
 //
-// Records produced since the last commit still reach the changelog (and are
-// restored by the task's next owner: at-least-once). If ctx ends first, Close
-// returns an error matching ErrInFlight, and OpenTask refuses the same task
-// with an *InFlightError until those records have landed.
+// Records flushed since the last commit still reach the changelog (and are
+// restored by the task's next owner: at-least-once); records still queued
+// (written or emitted since the last Flush) are dropped, as the writes are. If
+// ctx ends first, Close returns an error matching ErrInFlight, and OpenTask
+// refuses the same task with an *InFlightError until those records have
+// landed.
 func (t *Task) Close(ctx context.Context) error {
 	err := t.st.Close()
-	if _, werr := t.tr.wait(ctx); werr != nil && ctx.Err() != nil {
+	t.tr.discard()
+	if werr := t.tr.wait(ctx); werr != nil && ctx.Err() != nil {
 		err = errors.Join(err, fmt.Errorf("%w: %w", ErrInFlight, werr))
 	}
 	t.tr.p.release(t.cfg.Processor, t.cfg.Partition, t.tr)

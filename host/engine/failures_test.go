@@ -249,6 +249,9 @@ func TestEmitterContext(t *testing.T) {
 				if ge.Offset != 100 || emitter.calls.Load() == 0 || time.Since(start) > 5*time.Second {
 					t.Errorf("%s: %v after %v and %d emits: want offset 100", guest, err, time.Since(start), emitter.calls.Load())
 				}
+				if !errors.Is(err, ErrEmit) {
+					t.Errorf("%s: %v does not say the emit waited (ErrEmit)", guest, err)
+				}
 			}
 		})
 	}

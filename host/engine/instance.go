@@ -319,7 +319,9 @@ func (in *Instance) failure(ctx context.Context, done, callErr error, code int32
 		if !errors.Is(done, context.DeadlineExceeded) {
 			kind = ErrCanceled
 		}
-		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, in.hostErr))
+		// in.hostKind (ErrEmit) stays in the chain: the caller can tell a host function's
+		// wait (a producer under backpressure) from a guest that ran too long.
+		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr)))
 	}
 	if callErr == nil {
 		if in.hostErr != nil {

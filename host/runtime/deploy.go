@@ -259,7 +259,8 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	_ = r.forEachTask(due, func(t *task) error {
 		s := starts[t] // each goroutine writes only its own entry
 		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
-		return nil // a failure is handled below, without failing the task
+		t.cl.Flush() // what its init wrote
+		return nil   // a failure is handled below, without failing the task
 	})
 	for _, t := range due {
 		s, p := starts[t], t.proc

@@ -9,7 +9,10 @@
 // plugin instance on a worker pool (Options.Workers); the loop waits for all of them before it
 // commits. A record emitted to an output topic is partitioned by key with murmur2, as the Java
 // client does (KeyPartition), and produced through the task's changelog.Task, so the next
-// commit waits for it.
+// commit waits for it. The task queues what a plugin call writes and emits and hands it to the
+// producer client when the call returns (changelog.Task.Flush, after every batch, punctuation
+// and init); an emit that finds the producer full waits for room until the call's context
+// (its time limit) ends.
 //
 // # Commits
 //

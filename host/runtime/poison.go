@@ -76,6 +76,11 @@ func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 	case engine.ErrOutOfMemory:
 		return ge, "out_of_memory", true
 	case engine.ErrTimeout:
+		if errors.Is(ge, engine.ErrEmit) {
+			// An emit waited for the producer (a broker away, a full buffer) until the
+			// deadline: not the record's fault, and no retry alone would fix it.
+			return ge, "", false
+		}
 		return ge, "timeout", true
 	}
 	return ge, "", false
@@ -119,17 +124,17 @@ func (g *poisonGuard) current() int {
 }
 
 // succeeded ends a call that succeeded: every held emit goes to the producer.
-func (g *poisonGuard) succeeded() error {
+func (g *poisonGuard) succeeded(ctx context.Context) error {
 	g.active = false
-	return g.release(math.MaxInt)
+	return g.release(ctx, math.MaxInt)
 }
 
 // failed ends a call that failed on the record at index poison (see engine.Instance.Current):
 // the emits of the records before it go to the producer, and the writes and emits of the
 // poison record, if it was the current one, are withdrawn.
-func (g *poisonGuard) failed(poison int) error {
+func (g *poisonGuard) failed(ctx context.Context, poison int) error {
 	g.active = false
-	if err := g.release(poison); err != nil {
+	if err := g.release(ctx, poison); err != nil {
 		return err
 	}
 	g.staged = g.staged[:0] // the poison record's
@@ -144,14 +149,15 @@ func (g *poisonGuard) failed(poison int) error {
 	return nil
 }
 
-// release hands the held emits of the records before index before to the producer.
-func (g *poisonGuard) release(before int) error {
+// release hands the held emits of the records before index before to the producer, which
+// may wait for room until ctx ends.
+func (g *poisonGuard) release(ctx context.Context, before int) error {
 	n := 0
 	for _, s := range g.staged {
 		if s.at >= before {
 			break
 		}
-		if err := g.t.output(s.rec); err != nil {
+		if err := g.t.output(ctx, s.rec); err != nil {
 			return err
 		}
 		n++
@@ -162,9 +168,9 @@ func (g *poisonGuard) release(before int) error {
 
 // emit holds rec back until the guest works on a later record, handing over the emits of
 // the records before the current one first.
-func (g *poisonGuard) emit(rec engine.OutputRecord) error {
+func (g *poisonGuard) emit(ctx context.Context, rec engine.OutputRecord) error {
 	at := g.current()
-	if err := g.release(at); err != nil {
+	if err := g.release(ctx, at); err != nil {
 		return err
 	}
 	// The slices are views of guest memory, valid only during the host call.
@@ -336,7 +342,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		t.guard.begin()
 		err := t.inst.ProcessBatch(ctx, call)
 		if err == nil {
-			if err := t.guard.succeeded(); err != nil {
+			if err := t.guard.succeeded(ctx); err != nil {
 				return processed, fmt.Errorf("runtime: task %s: %w", t.id, err)
 			}
 			processed += len(call)
@@ -357,7 +363,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 			t.guard.active = false
 			return processed, err // not the record's fault: the task fails
 		}
-		if uerr := t.guard.failed(k); uerr != nil {
+		if uerr := t.guard.failed(ctx, k); uerr != nil {
 			return processed, fmt.Errorf("runtime: task %s: withdrawing poison record %s partition %d offset %d: %w (after: %w)",
 				t.id, ge.Topic, ge.Partition, ge.Offset, uerr, err)
 		}
@@ -367,7 +373,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		if retry {
 			t.rt.log.Warn("record failed: trying it again alone on a new instance", "processor", t.id.proc, "topic", rec.Topic,
 				"partition", rec.Partition, "offset", rec.Offset, "reason", reason, "error", ge.Error())
-		} else if err := t.dropPoison(rec, ge, reason); err != nil {
+		} else if err := t.dropPoison(ctx, rec, ge, reason); err != nil {
 			return processed, err
 		}
 		if err := t.restartPlugin(ctx); err != nil {
@@ -399,12 +405,12 @@ func (t *task) restartPlugin(ctx context.Context) error {
 }
 
 // dropPoison skips or dead-letters the poison record rec that failed with ge.
-func (t *task) dropPoison(rec engine.Record, ge *engine.GuestError, reason string) error {
+func (t *task) dropPoison(ctx context.Context, rec engine.Record, ge *engine.GuestError, reason string) error {
 	proc := t.id.proc
 	kv := []any{"processor", proc, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "reason", reason, "error", ge.Error()}
 	if t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		dlq := t.rt.cfg.DeadLetterTopic(proc)
-		if err := t.deadLetter(dlq, rec, ge); err != nil {
+		if err := t.deadLetter(ctx, dlq, rec, ge); err != nil {
 			return fmt.Errorf("runtime: task %s: dead-lettering %s partition %d offset %d to %s: %w", t.id, rec.Topic, rec.Partition, rec.Offset, dlq, err)
 		}
 		t.rt.metrics.deadLettered(proc)
@@ -418,7 +424,7 @@ func (t *task) dropPoison(rec engine.Record, ge *engine.GuestError, reason strin
 
 // deadLetter produces rec to the dead-letter topic dlq, with its key, value, timestamp and
 // headers and the headers that say why and where it came from, through the task's output.
-func (t *task) deadLetter(dlq string, rec engine.Record, ge *engine.GuestError) error {
+func (t *task) deadLetter(ctx context.Context, dlq string, rec engine.Record, ge *engine.GuestError) error {
 	n, ok := t.rt.outParts[dlq]
 	if !ok || n < 1 {
 		return fmt.Errorf("the dead-letter topic %s is unknown", dlq)
@@ -440,5 +446,5 @@ func (t *task) deadLetter(dlq string, rec engine.Record, ge *engine.GuestError) 
 		changelog.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
 		changelog.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 	)
-	return t.cl.Output(out)
+	return t.cl.Output(ctx, out)
 }

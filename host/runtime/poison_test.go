@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/engine"
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
@@ -338,5 +340,20 @@ func testPoisonFail(t *testing.T, base, mod, guarantee string) {
 	}
 	if got := topictest.Histories(t, brokers, "out-pf")["a"]; len(got) > 3 || !slices.Equal(got[:min(2, len(got))], []string{"1 1 1", "2 2 2"}[:min(2, len(got))]) {
 		t.Errorf("out-pf holds %v", got)
+	}
+}
+
+// TestPoisonReasonEmitTimeout: a batch that timed out because an emit waited for the
+// producer (engine.ErrEmit in the chain, as the engine reports it) does not make its record
+// poison; one that ran out of time in guest code does.
+func TestPoisonReasonEmitTimeout(t *testing.T) {
+	slow := &engine.GuestError{Kind: engine.ErrTimeout, Offset: 7, Err: errors.New("stopped at the batch time limit")}
+	if _, reason, ok := poisonReason(slow); !ok || reason != "timeout" {
+		t.Errorf("a guest past its time limit: reason %q, poison %v; want timeout, poison", reason, ok)
+	}
+	waited := &engine.GuestError{Kind: engine.ErrTimeout, Offset: 7,
+		Err: fmt.Errorf("%w: output %q: %w", engine.ErrEmit, "out", context.DeadlineExceeded)}
+	if _, _, ok := poisonReason(waited); ok {
+		t.Errorf("an emit that waited for the producer until the deadline made its record poison")
 	}
 }

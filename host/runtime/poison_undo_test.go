@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestUndoOfClosedWindowFails(t *testing.T) {
 	if ok, err := gs.Put([]byte("a"), t0, t0, nil); err != nil || !ok {
 		t.Fatalf("remove session: %v %v", ok, err)
 	}
-	err = g.failed(-1)
+	err = g.failed(context.Background(), -1)
 	if err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("undo of a closed session's removal: %v, want an error saying it closed", err)
 	}
@@ -70,7 +71,7 @@ func TestUndoOfClosedWindowFails(t *testing.T) {
 	if ok, err := (guardedWindows{ws, g, "w"}).Put([]byte("b"), t0+3*hour, nil); err != nil || !ok {
 		t.Fatalf("delete window: %v %v", ok, err)
 	}
-	err = g.failed(-1)
+	err = g.failed(context.Background(), -1)
 	if err == nil || !strings.Contains(err.Error(), "window closed") {
 		t.Fatalf("undo of a closed window's delete: %v, want an error saying it closed", err)
 	}

@@ -98,6 +98,7 @@ func (t *task) startPlugin(ctx context.Context) error {
 func (t *task) startModule(ctx context.Context, mod *engine.Module) error {
 	t.touched = true // its init may write; known below
 	inst, err := mod.Instantiate(ctx, t.engineTask())
+	t.cl.Flush() // what its init wrote; records are queued during a plugin call (changelog.Task.Flush)
 	if err != nil {
 		t.failed = true // its init may have written: nothing of it may be committed
 		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
@@ -181,6 +182,7 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	}
 	t.rt.metrics.processedBatch(t.id.proc, processed, time.Since(began))
 	n, err := t.inst.Punctuate(ctx)
+	t.cl.Flush() // what the batch and the punctuations wrote and emitted
 	t.rt.metrics.punctuated(t.id.proc, n)
 	if err != nil {
 		return err // an *engine.GuestError naming the punctuation
@@ -200,6 +202,7 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 // records arrive).
 func (t *task) punctuate(ctx context.Context) error {
 	n, err := t.inst.Punctuate(ctx)
+	t.cl.Flush()
 	t.rt.metrics.punctuated(t.id.proc, n)
 	if err != nil || t.cl.HasWork() {
 		t.touched = true // exactly-once: it wrote or emitted in the open transaction
@@ -263,15 +266,18 @@ func (t *task) close() error {
 // emitter produces a task's emitted records to their output topics, partitioned by key.
 type emitter struct{ t *task }
 
-func (e emitter) Emit(_ context.Context, rec engine.OutputRecord) error {
+// Emit waits while the producer is full, until ctx (the plugin call's: its deadline and
+// cancellation) ends.
+func (e emitter) Emit(ctx context.Context, rec engine.OutputRecord) error {
 	if g := e.t.guard; g != nil && g.active {
-		return g.emit(rec) // held back until the record is done (poison.go)
+		return g.emit(ctx, rec) // held back until the record is done (poison.go)
 	}
-	return e.t.output(rec)
+	return e.t.output(ctx, rec)
 }
 
-// output produces an emitted record to its output topic, partitioned by key.
-func (t *task) output(rec engine.OutputRecord) error {
+// output produces an emitted record to its output topic, partitioned by key. It waits while
+// the producer is full, until ctx ends.
+func (t *task) output(ctx context.Context, rec engine.OutputRecord) error {
 	n, ok := t.rt.outParts[rec.Topic]
 	if !ok {
 		return fmt.Errorf("output topic %s is unknown", rec.Topic)
@@ -289,5 +295,5 @@ func (t *task) output(rec engine.OutputRecord) error {
 			out.Headers[i] = changelog.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	return t.cl.Output(out)
+	return t.cl.Output(ctx, out)
 }
