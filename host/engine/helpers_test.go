@@ -240,6 +240,8 @@ func (c *collector) Emit(_ context.Context, r OutputRecord) error {
 	if c.err != nil {
 		return c.err
 	}
+	// Key and value are views of guest memory, valid only during Emit.
+	r.Key, r.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
 	c.recs = append(c.recs, r)
 	return nil
 }

@@ -43,7 +43,9 @@ type OutputRecord struct {
 // Emitter takes the records a guest emits; the runtime implements it with a producer that
 // partitions by key.
 //
-// Emit is called on the goroutine running ProcessBatch, from inside the guest call. ctx is
+// rec's Key and Value are views of guest memory, valid only during Emit: an Emitter copies
+// what it keeps (its Headers are the Emitter's). Emit is called on the goroutine running
+// ProcessBatch, from inside the guest call. ctx is
 // that call's context: it carries the batch deadline (Config.BatchTimeout) and the caller's
 // cancellation. wazero cannot interrupt a host function, so an Emit that blocks (producer
 // backpressure) must return when ctx is done, with ctx.Err() or an error wrapping it; the
