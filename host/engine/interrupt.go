@@ -22,11 +22,11 @@ func (e *Engine) instrument(ctx context.Context, name string, wasm []byte) ([]by
 	if err == nil {
 		return res.Wasm, nil
 	}
-	if cm, cerr := e.rt.CompileModule(ctx, wasm); cerr != nil {
+	cm, cerr := e.rt.CompileModule(ctx, wasm)
+	if cerr != nil {
 		return nil, fmt.Errorf("engine: %s: compile: %w", name, cerr)
-	} else {
-		_ = cm.Close(ctx)
 	}
+	_ = cm.Close(ctx)
 	return nil, &ModuleError{Module: name, Problems: []string{"cannot be instrumented for the batch time limit: " + err.Error()}}
 }
 
