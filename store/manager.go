@@ -29,7 +29,7 @@ const (
 type Settings struct {
 	// Dir is the instance's state directory, <state_dir>/<application_id>. Required; created when missing.
 	Dir string
-	// MemoryBytes bounds the memory of the instance's state, however many tasks the instance holds: Pebble's block cache and memtables, and the read caches of the Pebble stores. Half goes to at most four memtables of MemoryBytes/8 each, 3/8 to the block cache, 1/8 to the read caches. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
+	// MemoryBytes bounds the memory of the instance's state, however many tasks the instance holds: Pebble's block cache and memtables, and the read caches and key filters of the Pebble stores. Half goes to at most four memtables of MemoryBytes/8 each, 1/8 to the read caches, 1/32 to the key filters, the rest (11/32) to the block cache. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
 	MemoryBytes int64
 	// MaxUncommittedBytes is the size of a task's uncommitted writes (write buffer, coalescing caches, memory-store overlays) above which Task.NeedsCommit reports true, asking the runtime for an early commit. Default DefaultMaxUncommittedBytes (64 MiB).
 	MaxUncommittedBytes int64
@@ -87,7 +87,8 @@ type Manager struct {
 	corrupt atomic.Bool // corruption was found and marked for the next Open (disk.go)
 	wiped   wipes       // Open wiped the corrupt database: the tasks that had state (disk.go)
 
-	caches *cacheBudget // the read caches of the tasks' Pebble partitions
+	caches  *cacheBudget  // the read caches of the tasks' Pebble partitions
+	filters *filterBudget // the key filters of the tasks' Pebble partitions
 
 	mu     sync.Mutex
 	closed bool
@@ -117,7 +118,7 @@ func Open(s Settings) (*Manager, error) {
 		}
 	}
 	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync,
-		caches: newCacheBudget(s.MemoryBytes)}
+		caches: newCacheBudget(s.MemoryBytes), filters: newFilterBudget(s.MemoryBytes)}
 	if s.SyncCommits {
 		m.wo = pebble.Sync
 	}
@@ -128,7 +129,7 @@ func Open(s Settings) (*Manager, error) {
 		}
 		m.lock = f // nil: read-only, and no instance ever locked the directory
 	}
-	cache := pebble.NewCache(s.MemoryBytes/2 - s.MemoryBytes/readCacheShare)
+	cache := pebble.NewCache(s.MemoryBytes/2 - s.MemoryBytes/readCacheShare - s.MemoryBytes/filterShare)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:                       cache,
@@ -210,6 +211,8 @@ type Stats struct {
 	BlockCacheBytes int64
 	// ReadCacheBytes is the memory the read caches of the Pebble stores hold (an estimate).
 	ReadCacheBytes int64
+	// KeyFilterBytes is the memory the key filters of the Pebble stores hold.
+	KeyFilterBytes int64
 	// Tasks is the number of open tasks.
 	Tasks int
 }
@@ -221,7 +224,7 @@ func (m *Manager) Stats() Stats {
 	n := len(m.tasks)
 	m.mu.Unlock()
 	return Stats{MemTableBytes: int64(mt.MemTable.Size), BlockCacheBytes: mt.BlockCache.Size,
-		ReadCacheBytes: m.caches.total.Load(), Tasks: n}
+		ReadCacheBytes: m.caches.total.Load(), KeyFilterBytes: m.filters.used.Load(), Tasks: n}
 }
 
 // Close closes every open task (dropping their uncommitted writes), then the database, then releases the lock.

@@ -25,6 +25,7 @@ type Partition struct {
 	upper  []byte // pebble only: first key after the partition's data
 	mem    *memData
 	cache  *readCache // pebble only: the latest values of recently used keys
+	filter *keyFilter // pebble only: the keys the partition may hold; nil when it has none
 
 	base    Store
 	top     Store
@@ -136,6 +137,7 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 				err = b.Delete(k, nil)
 			} else {
 				err = b.Set(k, w.Value, nil)
+				p.filterAdd(w.Key) // before the commit: the filter may hold more keys, never fewer
 			}
 			if err != nil {
 				return fmt.Errorf("store: task %s store %q: restore batch: %w", p.t.id, p.name, err)
@@ -224,6 +226,16 @@ func (p *Partition) Wipe() error {
 			return fmt.Errorf("store: task %s store %q: wipe in %s: %w", p.t.id, p.name, p.t.m.dbDir(), err)
 		}
 		p.savedTime = NoTime
+		if p.filter != nil {
+			p.filter.release()
+		}
+		p.filter = nil
+		if !p.t.m.set.ReadOnly {
+			// The partition holds no key: an empty filter is exact, whether it had one
+			// (full of the wiped keys) or not (it held keys when it was opened, or the
+			// filter was dropped).
+			p.filter = p.t.m.filters.newFilter()
+		}
 	}
 	p.ckpt, p.hasCkpt, p.logID = 0, false, [16]byte{}
 	if p.win != nil {

@@ -7,8 +7,11 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// pebbleStore is the base layer of a Pebble store partition: reads and writes
-// go through the task's indexed batch, so reads see uncommitted writes.
+// pebbleStore is the base layer of a Pebble store partition. Writes go to the task's batch
+// and to the partition's read cache (and key filter). A read is answered by the first of: the
+// read cache (the key's latest value or absence); the key filter (a key it does not hold is
+// absent); the committed state, when the cache holds every uncommitted write; else the
+// task's batch, indexed for it. Reads see the task's uncommitted writes.
 type pebbleStore struct{ p *Partition }
 
 var _ Store = (*pebbleStore)(nil)
@@ -26,6 +29,10 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 				return nil, false, nil
 			}
 			return clone(e.v), true, nil
+		}
+		if f := s.p.filter; f != nil && !f.mayHold(filterHash(key)) {
+			f.negatives++
+			return nil, false, nil // neither the committed state nor the batch holds it
 		}
 		if rc.knowsWrites(t.gen) {
 			r = t.m.db // the key has no uncommitted write: the committed state answers
@@ -60,8 +67,12 @@ func (s *pebbleStore) Put(key, value []byte) error {
 	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
 	}
+	had := false
 	if s.p.cache != nil {
-		s.p.cache.write(key, value, false, t.gen)
+		had = s.p.cache.write(key, value, false, t.gen)
+	}
+	if !had {
+		s.p.filterAdd(key) // the cache did not know it present: it may be new
 	}
 	t.unloggedWrites = t.unloggedWrites || !s.p.logged
 	return nil

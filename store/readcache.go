@@ -11,8 +11,16 @@ import "sync/atomic"
 // It is exact, not a guess: every write of the partition goes through its pebbleStore (Put,
 // Delete), which updates the entry, and every other change of the partition's keys clears the
 // whole cache: a range delete (window expiry), a restore batch (ApplyRestore), a wipe. A
-// failed or aborted task is closed and reopened, and the cache goes with it. Entries are
-// evicted in the map's (random) order once the cache passes its size bound.
+// failed or aborted task is closed and reopened, and the cache goes with it.
+//
+// Entries are evicted in the map's (random) order once the cache passes its size bound, but
+// the writes of the current generation (the task's uncommitted writes, which its batch holds
+// anyway) are pinned: eviction skips them, and evicts them (marking the generation lost, so
+// that the reads it no longer answers go through the batch) only when nothing else is left
+// to evict and the cache still holds more than it may. The bound counts pinned entries like
+// any other: a cache never holds more than its limit (after the entry being set), pinned
+// writes included, and the caches of an instance together stay within their quota in the
+// same way; pinning decides what goes first, not how much is kept.
 type readCache struct {
 	m     map[string]*cacheEntry
 	bytes int64         // an estimate of the memory held: keys, value buffers and a fixed overhead per entry
@@ -24,6 +32,11 @@ type readCache struct {
 	// not hold every write: one was evicted, or a range delete went to the batch. Until that
 	// generation commits, a key the cache does not hold is read through the task's batch.
 	lostGen int64
+
+	// pinned is the memory held by the entries written in generation pinGen (counted in
+	// bytes too): the ones eviction keeps while it can.
+	pinned int64
+	pinGen int64
 }
 
 // cacheEntry is a cached value; absent records a key known to have none. written is the
@@ -50,7 +63,8 @@ func newCacheBudget(memoryBytes int64) *cacheBudget {
 }
 
 func (b *cacheBudget) newCache() *readCache {
-	return &readCache{m: make(map[string]*cacheEntry), limit: b.limit, total: &b.total, quota: b.quota, lostGen: -1}
+	return &readCache{m: make(map[string]*cacheEntry), limit: b.limit, total: &b.total, quota: b.quota,
+		lostGen: -1, pinGen: -1}
 }
 
 // get returns key's entry, or nil.
@@ -68,17 +82,26 @@ func (c *readCache) fill(key, value []byte, absent bool, gen int64) {
 	c.set(key, value, absent, -1, gen)
 }
 
-// write records a write of generation gen.
-func (c *readCache) write(key, value []byte, absent bool, gen int64) {
-	c.set(key, value, absent, gen, gen)
+// write records a write of generation gen. It reports whether the cache knew the key present
+// before the write.
+func (c *readCache) write(key, value []byte, absent bool, gen int64) (had bool) {
+	return c.set(key, value, absent, gen, gen)
 }
 
-func (c *readCache) set(key, value []byte, absent bool, written, gen int64) {
+func (c *readCache) set(key, value []byte, absent bool, written, gen int64) (had bool) {
+	if c.pinGen != gen { // a commit unpinned the last generation's writes
+		c.pinGen, c.pinned = gen, 0
+	}
 	e := c.m[string(key)]
 	if e == nil {
-		e = &cacheEntry{}
+		e = &cacheEntry{written: -1}
 		c.m[string(key)] = e
 		c.add(int64(len(key)) + cacheEntryOverhead)
+	} else {
+		had = !e.absent
+		if e.written == gen {
+			c.pinned -= entrySize(len(key), e)
+		}
 	}
 	was := int64(cap(e.v))
 	if absent {
@@ -92,12 +115,22 @@ func (c *readCache) set(key, value []byte, absent bool, written, gen int64) {
 	if absent {
 		e.v = nil
 	}
-	e.absent, e.written = absent, written
+	e.absent = absent
+	if written == gen || e.written != gen { // a fill never unpins a write of this generation
+		e.written = written
+	}
 	c.add(int64(cap(e.v)) - was)
+	if e.written == gen {
+		c.pinned += entrySize(len(key), e)
+	}
 	if c.bytes > c.limit || c.total.Load() > c.quota {
 		c.evict(gen)
 	}
+	return had
 }
+
+// entrySize is the memory counted for an entry of a key of n bytes.
+func entrySize(n int, e *cacheEntry) int64 { return int64(n+cap(e.v)) + cacheEntryOverhead }
 
 // add counts n more bytes held, here and in the instance's total.
 func (c *readCache) add(n int64) {
@@ -106,11 +139,30 @@ func (c *readCache) add(n int64) {
 }
 
 // evict drops entries until the cache holds at most three quarters of its bound, or of its
-// part of the instance's quota when the caches together hold more than it.
+// part of the instance's quota when the caches together hold more than it. It is called only
+// when the cache is over its bound. Entries written in generation gen go last: they are
+// evicted only when the other entries are not enough, and then gen is lost.
 func (c *readCache) evict(gen int64) {
 	target := c.limit / 4 * 3
 	if c.total.Load() > c.quota {
 		target = min(target, c.bytes/4*3)
+	}
+	if c.lostGen != gen && c.pinGen == gen && c.pinned > 0 {
+		// The other entries first, as long as there are any: the map's order visits pinned
+		// ones too, but each pass drops at least a quarter of the bound or every unpinned
+		// entry, so a full walk is paid for by what was added since the last one.
+		for k, e := range c.m {
+			if c.bytes <= target || c.bytes == c.pinned {
+				break
+			}
+			if e.written != gen {
+				c.drop(k, e)
+			}
+		}
+		if c.bytes <= target {
+			return
+		}
+		c.lostGen = gen // only uncommitted writes are left, and they must go
 	}
 	for k, e := range c.m {
 		if c.bytes <= target {
@@ -118,10 +170,16 @@ func (c *readCache) evict(gen int64) {
 		}
 		if e.written == gen {
 			c.lostGen = gen
+			c.pinned -= entrySize(len(k), e)
 		}
-		delete(c.m, k)
-		c.add(-(int64(len(k)+cap(e.v)) + cacheEntryOverhead))
+		c.drop(k, e)
 	}
+}
+
+// drop removes key k's entry e.
+func (c *readCache) drop(k string, e *cacheEntry) {
+	delete(c.m, k)
+	c.add(-entrySize(len(k), e))
 }
 
 // clear drops every entry (with the map: a Go map keeps its peak size). Call lost too when
@@ -129,6 +187,7 @@ func (c *readCache) evict(gen int64) {
 func (c *readCache) clear() {
 	c.add(-c.bytes)
 	c.m = make(map[string]*cacheEntry)
+	c.pinned = 0
 }
 
 // release returns the cache's bytes to the instance's total: the partition is closed.

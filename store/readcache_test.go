@@ -191,3 +191,112 @@ func TestReadCachesBounded(t *testing.T) {
 		t.Fatalf("closed tasks' caches still count %d bytes", got)
 	}
 }
+
+// TestReadCachePinsUncommittedWrites checks that eviction keeps the task's uncommitted writes
+// while other entries can go: reads of thousands of other keys evict what they filled, the
+// batch is never indexed, and every read stays exact. Only when the uncommitted writes alone
+// pass the cache's bound are some evicted, and the reads they no longer answer go through the
+// batch; the cache's bytes stay within its bound all along.
+func TestReadCachePinsUncommittedWrites(t *testing.T) {
+	m := openManager(t, t.TempDir()) // MinMemoryBytes: 256 KiB per cache, about 2,500 entries
+	defer m.Close()
+	task, _ := m.OpenTask("p", 0)
+	s, _ := task.Open("s", Options{})
+	c := task.Partition("s").cache
+	key := func(i int) string { return fmt.Sprintf("k%06d", i) }
+	const committed = 20000
+	for i := range committed {
+		mustPut(t, s, key(i), "c")
+	}
+	if err := task.Apply(map[string]int64{}); err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 uncommitted writes (about 100 KiB), among reads of 20,000 keys: committed ones
+	// and absent ones, each filling the cache.
+	const writes = 1000
+	for i := range writes {
+		mustPut(t, s, key(i*7), "u")
+	}
+	wantAt := func(i int, uncommitted int) (string, bool) {
+		switch {
+		case i%7 == 0 && i/7 < uncommitted:
+			return "u", true
+		case i < committed:
+			return "c", true
+		}
+		return "", false
+	}
+	for round := range 2 {
+		for i := range 2 * committed {
+			w, wok := wantAt(i, writes)
+			if v, ok := mustGet(t, s, key(i)); v != w || ok != wok {
+				t.Fatalf("round %d: %s = %q %v, want %q %v", round, key(i), v, ok, w, wok)
+			}
+			if c.bytes > c.limit {
+				t.Fatalf("the cache holds %d bytes, above its limit %d", c.bytes, c.limit)
+			}
+		}
+	}
+	if !c.knowsWrites(task.gen) {
+		t.Fatal("an uncommitted write was evicted while other entries could be")
+	}
+	if task.batch.Indexed() {
+		t.Fatal("reads indexed the batch although the cache held every uncommitted write")
+	}
+	for i := range writes {
+		if e := c.get([]byte(key(i * 7))); e == nil || string(e.v) != "u" {
+			t.Fatalf("uncommitted write %s is not in the cache", key(i*7))
+		}
+	}
+	var pinned int64
+	for k, e := range c.m {
+		if e.written == task.gen {
+			pinned += entrySize(len(k), e)
+		}
+	}
+	if pinned != c.pinned {
+		t.Fatalf("the cache counts %d pinned bytes, its entries written now hold %d", c.pinned, pinned)
+	}
+
+	// Uncommitted writes alone beyond the bound: some go, and the batch answers for them.
+	const many = 3000 // keys 0, 7, ..., 20993, about 300 KiB
+	for i := writes; i < many; i++ {
+		mustPut(t, s, key(i*7), "u")
+		if c.bytes > c.limit {
+			t.Fatalf("after %d uncommitted writes the cache holds %d bytes, above its limit %d", i+1, c.bytes, c.limit)
+		}
+	}
+	if c.knowsWrites(task.gen) {
+		t.Fatal("uncommitted writes beyond the cache's bound were all kept")
+	}
+	for i := range 7 * many {
+		w, wok := wantAt(i, many)
+		if v, ok := mustGet(t, s, key(i)); v != w || ok != wok {
+			t.Fatalf("with evicted writes: %s = %q %v, want %q %v", key(i), v, ok, w, wok)
+		}
+	}
+	if !task.batch.Indexed() {
+		t.Fatal("reads after evicted uncommitted writes did not go through the batch")
+	}
+	// The commit unpins them: the next interval starts with nothing pinned nor lost.
+	if err := task.Apply(map[string]int64{}); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, key(1), "n")
+	if !c.knowsWrites(task.gen) || c.pinned != entrySize(len(key(1)), c.get([]byte(key(1)))) {
+		t.Fatalf("after the commit: knows writes %v, %d pinned bytes", c.knowsWrites(task.gen), c.pinned)
+	}
+	for i := range 7 * many {
+		w, wok := wantAt(i, many)
+		if i == 1 {
+			w, wok = "n", true
+		}
+		if v, ok := mustGet(t, s, key(i)); v != w || ok != wok {
+			t.Fatalf("after the commit: %s = %q %v, want %q %v", key(i), v, ok, w, wok)
+		}
+	}
+	if !c.knowsWrites(task.gen) || task.batch.Indexed() {
+		t.Fatalf("after the commit, reads of other keys lost the pinned write (%v) or indexed the batch (%v)",
+			!c.knowsWrites(task.gen), task.batch.Indexed())
+	}
+}

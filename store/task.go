@@ -220,6 +220,9 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 		}
 		t.ObserveTime(p.savedTime)
 		p.cache = t.m.caches.newCache()
+		if !t.m.set.ReadOnly {
+			p.initFilter()
+		}
 		p.base = &pebbleStore{p: p}
 	case Memory:
 		p.mem = newMemData()
@@ -319,8 +322,9 @@ func (t *Task) NeedsCommit() bool { return t.UncommittedBytes() > t.m.set.MaxUnc
 
 // Apply makes the task's uncommitted writes durable together with the
 // checkpoints given (store name -> offset of the last changelog record
-// acknowledged for that store), in one atomic Pebble batch; then the memory
-// stores take their writes. Open iterators are invalidated.
+// acknowledged for that store), in one atomic Pebble batch (each key's last
+// write only, in key order, when that is cheaper: see sortedBatch); then the
+// memory stores take their writes. Open iterators are invalidated.
 //
 // Writes held by coalescing layers must have been flushed (Flush) first,
 // else Apply fails. If Apply fails nothing is applied and the task is
@@ -359,7 +363,12 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 		if t.unloggedWrites {
 			wo = pebble.Sync
 		}
-		if err := t.m.commit(t.batch, wo); err != nil {
+		cb := t.batch
+		if sb := t.sortedBatch(t.batch); sb != nil {
+			defer sb.Close()
+			cb = sb
+		}
+		if err := t.m.commit(cb, wo); err != nil {
 			err = fmt.Errorf("store: task %s: apply the commit of %s to %s: %w", t.id, t.describeCommit(checkpoints), t.m.dbDir(), err)
 			t.Fail(err)
 			return err
@@ -440,6 +449,10 @@ func (t *Task) close() {
 		p.mem = nil
 		if p.cache != nil {
 			p.cache.release()
+		}
+		if p.filter != nil {
+			p.filter.release()
+			p.filter = nil
 		}
 	}
 	t.m.forget(t.id)

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// sortedBatch returns a batch with the effect of b (the writes of a task's commit interval,
+// in the order they were made) holding each key's last write only, in key order; or nil when
+// b holds something else than point sets and deletes (a range delete: reordering would
+// change what it deletes), or is too small or too large to be worth it.
+//
+// Committing it instead of b applies the same state atomically (a batch is applied whole or
+// not at all, and nothing reads a batch's intermediate states; the checkpoint is one of its
+// keys), but costs the memtable less: each key is inserted once, and in key order, so that
+// Pebble's skiplist inserter starts from the position of the last insert instead of
+// searching from the top for every key. The copy costs a sort and the batch's size in memory
+// until the commit: above Settings.MemoryBytes/64 (4 MiB by default; Pebble takes a batch
+// larger than half a memtable whole, without inserts, anyway) b is committed as it is.
+func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
+	if b.Count() < sortedBatchMin || b.Count() > math.MaxInt32 || int64(b.Len()) > t.m.set.MemoryBytes/64 {
+		return nil
+	}
+	ws := make([]batchWrite, 0, b.Count())
+	order := make([]writeOrder, 0, b.Count())
+	r := b.Reader()
+	for {
+		kind, k, v, ok, err := r.Next()
+		if err != nil {
+			return nil // the batch is the task's own: leave it to Commit to fail on it
+		}
+		if !ok {
+			break
+		}
+		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
+			return nil
+		}
+		order = append(order, writeOrder{w0: keyWord(k, 0), w1: keyWord(k, 8), i: int32(len(ws))})
+		ws = append(ws, batchWrite{key: k, value: v, kind: kind})
+	}
+	// Small entries to move; the first 16 bytes of the keys, as two words, decide most
+	// comparisons without a call; the write's position breaks ties.
+	slices.SortFunc(order, func(a, b writeOrder) int {
+		if a.w0 != b.w0 {
+			return cmp.Compare(a.w0, b.w0)
+		}
+		if a.w1 != b.w1 {
+			return cmp.Compare(a.w1, b.w1)
+		}
+		if c := bytes.Compare(ws[a.i].key, ws[b.i].key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	size := 0
+	n := 0
+	for j, o := range order {
+		if j+1 < len(order) && bytes.Equal(ws[o.i].key, ws[order[j+1].i].key) {
+			continue // a later write of the same key replaces it
+		}
+		order[n] = o
+		n++
+		size += len(ws[o.i].key) + len(ws[o.i].value) + 8
+	}
+	out := t.m.db.NewBatchWithSize(size + 12)
+	for _, o := range order[:n] {
+		if w := ws[o.i]; w.kind == pebble.InternalKeyKindSet {
+			_ = out.Set(w.key, w.value, nil)
+		} else {
+			_ = out.Delete(w.key, nil)
+		}
+	}
+	return out
+}
+
+// sortedBatchMin is the fewest writes for which sortedBatch sorts a commit's batch.
+const sortedBatchMin = 64
+
+// batchWrite is one write of a batch: its key and value point into the batch.
+type batchWrite struct {
+	key, value []byte
+	kind       pebble.InternalKeyKind
+}
+
+// writeOrder is the sort key of the write at position i of a batch: w0 and w1 are its key's
+// bytes 0 to 7 and 8 to 15, big-endian, zero-padded (keyWord), which order keys as their
+// bytes do wherever they differ.
+type writeOrder struct {
+	w0, w1 uint64
+	i      int32
+}
+
+// keyWord returns bytes off to off+7 of k as a big-endian word, zero-padded past k's end.
+func keyWord(k []byte, off int) uint64 {
+	if len(k) >= off+8 {
+		return binary.BigEndian.Uint64(k[off:])
+	}
+	var b [8]byte
+	if off < len(k) {
+		copy(b[:], k[off:])
+	}
+	return binary.BigEndian.Uint64(b[:])
+}

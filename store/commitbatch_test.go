@@ -1,0 +1,164 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// TestSortedBatch checks the batch a commit applies instead of the task's: each key's last
+// write only (a set or a delete), in key order, and nothing else; and no such batch for a
+// batch with a range delete, whose effect depends on the order of the writes around it.
+func TestSortedBatch(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	task, _ := m.OpenTask("p", 0)
+	r := rand.New(rand.NewSource(1))
+	b := m.db.NewBatch()
+	defer b.Close()
+	// Keys of 0 to 24 bytes over a small alphabet with 0x00 and 0xff, half of them after a
+	// common 8 or 16 bytes, so that keys differ in their first 8 bytes, in the next 8 and
+	// after 16, and some are prefixes of others.
+	pool := make([]string, 300)
+	for i := range pool {
+		k := []byte("\x00abcdefg\x00hijklmn")[:8*r.Intn(3)]
+		for range r.Intn(25 - len(k)) {
+			k = append(k, "\x00\x01a\xff"[r.Intn(4)])
+		}
+		pool[i] = string(k)
+	}
+	want := map[string]*string{} // nil: deleted
+	for i := range 1000 {
+		k := pool[r.Intn(len(pool))]
+		if r.Intn(4) == 0 {
+			_ = b.Delete([]byte(k), nil)
+			want[k] = nil
+			continue
+		}
+		v := fmt.Sprintf("v%d", i)
+		_ = b.Set([]byte(k), []byte(v), nil)
+		want[k] = &v
+	}
+	sb := task.sortedBatch(b)
+	if sb == nil {
+		t.Fatal("no sorted batch for 1,000 sets and deletes")
+	}
+	defer sb.Close()
+	rd := sb.Reader()
+	var last []byte
+	n := 0
+	for {
+		kind, k, v, ok, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+		if last != nil && bytes.Compare(last, k) >= 0 {
+			t.Fatalf("key %q after %q: not in increasing order", k, last)
+		}
+		last = append(last[:0], k...)
+		w, known := want[string(k)]
+		switch {
+		case !known:
+			t.Fatalf("key %q was never written", k)
+		case w == nil && kind != pebble.InternalKeyKindDelete:
+			t.Fatalf("key %q: %s %q, want its last write, a delete", k, kind, v)
+		case w != nil && (kind != pebble.InternalKeyKindSet || string(v) != *w):
+			t.Fatalf("key %q: %s %q, want its last write, a set of %q", k, kind, v, *w)
+		}
+	}
+	if n != len(want) || int(sb.Count()) != len(want) {
+		t.Fatalf("%d writes (count %d), want one per key written: %d", n, sb.Count(), len(want))
+	}
+
+	_ = b.DeleteRange([]byte("k100"), []byte("k200"), nil)
+	_ = b.Set([]byte("k150"), []byte("after the range delete"), nil)
+	if rb := task.sortedBatch(b); rb != nil {
+		rb.Close()
+		t.Fatal("a batch with a range delete was reordered")
+	}
+	small := m.db.NewBatch()
+	defer small.Close()
+	_ = small.Set([]byte("a"), []byte("1"), nil)
+	if sb := task.sortedBatch(small); sb != nil {
+		sb.Close()
+		t.Fatal("a one-write batch was copied")
+	}
+}
+
+// TestCommitKeepsLastWrite checks the committed state after commits whose batches hold
+// several writes of the same keys, in random order: with only sets and deletes (sorted and
+// deduplicated at the commit), and with a range delete among them (committed as written).
+// What a fresh reader of the database sees after a reopen must be each key's last write.
+func TestCommitKeepsLastWrite(t *testing.T) {
+	dir := t.TempDir()
+	m := openManager(t, dir)
+	task, _ := m.OpenTask("p", 0)
+	s, _ := task.Open("s", Options{Changelog: discardLog{}})
+	ps := task.Partition("s").base.(*pebbleStore)
+	r := rand.New(rand.NewSource(2))
+	want := map[string]string{}
+	key := func(i int) string { return fmt.Sprintf("k%03d", i) }
+	for round := range 6 {
+		for i := range 2000 {
+			k := key(r.Intn(500))
+			if r.Intn(5) == 0 {
+				if err := s.Delete([]byte(k)); err != nil {
+					t.Fatal(err)
+				}
+				delete(want, k)
+				continue
+			}
+			v := fmt.Sprintf("r%d-%d", round, i)
+			mustPut(t, s, k, v)
+			want[k] = v
+			if round%2 == 1 && i == 1000 {
+				// Odd rounds: a range delete in the middle, then more writes of its keys.
+				if err := ps.deleteRange([]byte(key(100)), []byte(key(200))); err != nil {
+					t.Fatal(err)
+				}
+				for j := 100; j < 200; j++ {
+					delete(want, key(j))
+				}
+			}
+		}
+		if err := task.Apply(map[string]int64{"s": int64(round)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = openManager(t, dir)
+	defer m.Close()
+	task, _ = m.OpenTask("p", 0)
+	s, _ = task.Open("s", Options{Changelog: discardLog{}})
+	got := map[string]string{}
+	it, err := s.Range(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+		got[string(it.Key())] = string(it.Value())
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d keys after the commits, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if cp, ok, _ := task.Partition("s").Checkpoint(); !ok || cp.Offset != 5 {
+		t.Fatalf("checkpoint %d %v, want 5", cp.Offset, ok)
+	}
+}

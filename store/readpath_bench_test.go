@@ -1,0 +1,134 @@
+//go:build unix
+
+package store
+
+import (
+	"context"
+	"hash/fnv"
+	"math/rand"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkCount is the keyed count of bench/ without Kafka and the guest: 8 tasks (one per
+// input partition) of one instance with default settings, each with a logged Pebble store;
+// every op reads a word's count and writes it back incremented, and every task commits after
+// each 10,000 records of its own (about one commit interval of the bench). Words are drawn
+// from 1,000,000, uniformly or Zipf(1.1), as in bench/workload.go. In the "preloaded" case
+// the stores first hold 2,000,000 words, compacted (to the last level, as a long-running
+// instance's state mostly is), and the op's words are drawn uniformly from 4,000,000: half
+// are found there. Run it with a fixed number of records, for instance
+//
+//	go test ./store -run '^$' -bench BenchmarkCount -benchtime 1000000x
+func BenchmarkCount(b *testing.B) {
+	b.Run("uniform", func(b *testing.B) { benchCount(b, false, 1000000, 0) })
+	b.Run("zipf", func(b *testing.B) { benchCount(b, true, 1000000, 0) })
+	b.Run("preloaded", func(b *testing.B) { benchCount(b, false, 4000000, 2000000) })
+}
+
+func benchCount(b *testing.B, zipf bool, words, preload int) {
+	const (
+		parts    = 8
+		interval = 10000
+	)
+	m, err := Open(Settings{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	tasks := make([]*Task, parts)
+	stores := make([]Store, parts)
+	pending := make([]int, parts)
+	for p := range parts {
+		if tasks[p], err = m.OpenTask("count", int32(p)); err != nil {
+			b.Fatal(err)
+		}
+		if stores[p], err = tasks[p].Open("counts", Options{Changelog: discardLog{}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	word := func(k uint64) []byte {
+		x := uint32(k)*2654435761 + 0x9e3779b9
+		return []byte("w" + strconv.FormatUint(uint64(x), 36))
+	}
+	partOf := func(k []byte) uint32 {
+		h := fnv.New32a()
+		h.Write(k)
+		return h.Sum32() % parts
+	}
+	if preload > 0 {
+		ws := make([][]Write, parts)
+		for k := range preload {
+			w := word(uint64(k))
+			p := partOf(w)
+			ws[p] = append(ws[p], Write{Key: w, Value: []byte("1")})
+			if len(ws[p]) == interval {
+				if err := tasks[p].Partition("counts").ApplyRestore(ws[p], Checkpoint{Offset: int64(k)}); err != nil {
+					b.Fatal(err)
+				}
+				ws[p] = ws[p][:0]
+			}
+		}
+		for p := range parts {
+			if err := tasks[p].Partition("counts").ApplyRestore(ws[p], Checkpoint{Offset: int64(preload)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.db.Compact(context.Background(), []byte{nsData}, []byte{nsData + 1}, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewSource(1))
+	z := rand.NewZipf(r, 1.1, 1, uint64(words-1))
+	keys := make([][]byte, b.N)
+	for i := range keys {
+		if zipf {
+			keys[i] = word(z.Uint64())
+		} else {
+			keys[i] = word(uint64(r.Intn(words)))
+		}
+	}
+	var num []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for _, k := range keys {
+		p := partOf(k)
+		s := stores[p]
+		v, found, err := s.Get(k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := uint64(0)
+		if found {
+			if n, err = strconv.ParseUint(string(v), 10, 64); err != nil {
+				b.Fatal(err)
+			}
+		}
+		num = strconv.AppendUint(num[:0], n+1, 10)
+		if err := s.Put(k, num); err != nil {
+			b.Fatal(err)
+		}
+		if pending[p]++; pending[p] == interval {
+			if err := tasks[p].Apply(map[string]int64{"counts": 1}); err != nil {
+				b.Fatal(err)
+			}
+			pending[p] = 0
+		}
+	}
+	// Pebble's flushes and compactions run on other goroutines: the process's CPU time per
+	// record counts them, as the bench's CPU µs/record does.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.StopTimer()
+}
+
+// processCPU returns the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
