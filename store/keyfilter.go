@@ -188,7 +188,14 @@ func (p *Partition) dropFilter(why string) {
 	if p.filter == nil {
 		return
 	}
-	p.filter.release()
-	p.filter = nil
+	p.releaseFilter()
 	p.t.log.Debug("key filter dropped", "store", p.name, "reason", why)
+}
+
+// releaseFilter returns the partition's filter, if any, to the instance's budget.
+func (p *Partition) releaseFilter() {
+	if p.filter != nil {
+		p.filter.release()
+		p.filter = nil
+	}
 }

@@ -226,10 +226,7 @@ func (p *Partition) Wipe() error {
 			return fmt.Errorf("store: task %s store %q: wipe in %s: %w", p.t.id, p.name, p.t.m.dbDir(), err)
 		}
 		p.savedTime = NoTime
-		if p.filter != nil {
-			p.filter.release()
-		}
-		p.filter = nil
+		p.releaseFilter()
 		if !p.t.m.set.ReadOnly {
 			// The partition holds no key: an empty filter is exact, whether it had one
 			// (full of the wiped keys) or not (it held keys when it was opened, or the

@@ -450,10 +450,7 @@ func (t *Task) close() {
 		if p.cache != nil {
 			p.cache.release()
 		}
-		if p.filter != nil {
-			p.filter.release()
-			p.filter = nil
-		}
+		p.releaseFilter()
 	}
 	t.m.forget(t.id)
 }
