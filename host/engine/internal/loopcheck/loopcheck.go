@@ -377,9 +377,9 @@ func (r *reader) immediates(op byte) error {
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow: memory index
 		r.u32()
 	case op == 0x41: // i32.const
-		r.sleb(32)
+		r.skipLEB(32)
 	case op == 0x42: // i64.const
-		r.sleb(64)
+		r.skipLEB(64)
 	case op == 0x43: // f32.const
 		r.bytes(4)
 	case op == 0x44: // f64.const
@@ -521,8 +521,9 @@ func (r *reader) u32() uint32 {
 	return 0
 }
 
-// sleb skips a signed LEB128 of at most bits bits.
-func (r *reader) sleb(bits int) {
+// skipLEB skips a LEB128, signed or unsigned (both end at the first byte without the
+// continuation bit), of at most bits bits.
+func (r *reader) skipLEB(bits int) {
 	for i := 0; i < (bits+6)/7; i++ {
 		if c := r.byte(); r.err != nil || c&0x80 == 0 {
 			return
@@ -540,7 +541,7 @@ func (r *reader) blockType() {
 			return
 		}
 	}
-	r.sleb(33)
+	r.skipLEB(33)
 }
 
 // memarg skips a memory argument: alignment (bit 6 set: a memory index follows), offset.
@@ -548,17 +549,7 @@ func (r *reader) memarg() {
 	if align := r.u32(); align&0x40 != 0 {
 		r.u32()
 	}
-	r.uleb64()
-}
-
-// uleb64 skips an unsigned LEB128 of at most 64 bits (a memory64 offset).
-func (r *reader) uleb64() {
-	for i := 0; i < 10; i++ {
-		if c := r.byte(); r.err != nil || c&0x80 == 0 {
-			return
-		}
-	}
-	r.fail(errors.New("integer representation too long"))
+	r.skipLEB(64)
 }
 
 // name reads a name: a length and as many bytes.
@@ -567,9 +558,9 @@ func (r *reader) name() string { return string(r.bytes(int(r.u32()))) }
 // limits skips table or memory limits: flags (bit 0: a maximum follows; bit 2: 64-bit), min.
 func (r *reader) limits() {
 	flags := r.byte()
-	r.uleb64()
+	r.skipLEB(64)
 	if flags&0x01 != 0 {
-		r.uleb64()
+		r.skipLEB(64)
 	}
 }
 
