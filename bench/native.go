@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,7 +34,8 @@ func runNative(ctx context.Context, s spec) error {
 	if err != nil {
 		return err
 	}
-	n := &native{dir: s.Dir, parts: map[int32]*nativePart{}}
+	n := &native{dir: s.Dir, parts: map[int32]*nativePart{}, cache: pebble.NewCache(nativeCacheBytes)}
+	defer n.cache.Unref()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(s.Brokers...),
 		kgo.ConsumerGroup(s.App),
@@ -99,8 +101,13 @@ func runNative(ctx context.Context, s spec) error {
 	return n.commit(context.Background())
 }
 
+// nativeCacheBytes is the size of the block cache of statehost's store under its default
+// memory bound (256 MiB): half of it, less the read cache's and the key filters' shares.
+const nativeCacheBytes = 256<<20/2 - 256<<20/8 - 256<<20/32
+
 type native struct {
 	dir     string
+	cache   *pebble.Cache // the block cache every partition's database shares
 	cl      *kgo.Client
 	mu      sync.Mutex // guards parts against the rebalance callbacks
 	parts   map[int32]*nativePart
@@ -131,7 +138,7 @@ func (n *native) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	defer n.mu.Unlock()
 	for _, ps := range m {
 		for _, p := range ps {
-			db, err := pebble.Open(filepath.Join(n.dir, strconv.Itoa(int(p))), &pebble.Options{})
+			db, err := pebble.Open(filepath.Join(n.dir, strconv.Itoa(int(p))), n.pebbleOptions())
 			if err != nil {
 				err = fmt.Errorf("native: open partition %d: %w", p, err)
 				n.errPtr.CompareAndSwap(nil, &err)
@@ -140,6 +147,21 @@ func (n *native) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 			n.parts[p] = &nativePart{db: db, batch: db.NewBatch(), dirty: map[string]uint64{}, offset: -1}
 		}
 	}
+}
+
+// pebbleOptions are statehost's store settings (package store) applied to the pipeline's
+// databases, so that the comparison is of the pipelines and not of Pebble's tuning: Bloom
+// filters on L0 to L5 (Pebble keeps none by default, and without them every first read of a
+// new key searches each L0 table), one block cache shared by the partitions, as large as
+// statehost's under its default memory bound, and statehost's memtable (32 MiB) split
+// among the 8 partitions.
+func (n *native) pebbleOptions() *pebble.Options {
+	opts := &pebble.Options{Cache: n.cache, MemTableSize: 4 << 20, MemTableStopWritesThreshold: 4}
+	for i := range 6 {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	opts.Levels[6].FilterPolicy = pebble.NoFilterPolicy
+	return opts
 }
 
 func (n *native) revoked(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
