@@ -11,7 +11,7 @@ import (
 )
 
 // sortedBatch returns a batch with the effect of b (the writes of a task's commit interval,
-// in the order they were made) holding each key's last write only, in key order; or nil when
+// or a restore's batch of changelog records, in the order they were made) holding each key's last write only, in key order; or nil when
 // b holds something else than point sets and deletes (a range delete: reordering would
 // change what it deletes), or is too small or too large to be worth it.
 //
