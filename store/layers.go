@@ -2,6 +2,10 @@ package store
 
 import (
 	"bytes"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/RaduBerinde/btreemap"
@@ -122,18 +126,25 @@ func (s *logging) Prefix(prefix []byte) (Iterator, error)    { return s.inner.Pr
 // coalescing holds the writes of a commit interval, one entry per key, and
 // passes them down in key order when the task flushes: only the last value
 // of each key reaches the layers below, like Kafka Streams' record cache.
+//
+// The entries live in a hash map, which point reads and writes use. Key order is needed only
+// by iterators and the flush: the first iterator of an interval builds an ordered copy of the
+// keys (sorted), which the writes then keep up to date until the flush; a store that is only
+// read and written by key never pays for ordered inserts.
 type coalescing struct {
-	t     *Task
-	inner Store
-	dirty *btreemap.BTreeMap[[]byte, memEntry]
-	bytes int64
-	label string
+	t      *Task
+	inner  Store
+	dirty  map[string]memEntry
+	sorted *btreemap.BTreeMap[string, memEntry] // nil until an iterator needs key order
+	peak   int                                  // the most keys dirty held since it was made
+	bytes  int64
+	label  string
 }
 
 var _ Store = (*coalescing)(nil)
 
 func newCoalescing(t *Task, name string, inner Store) *coalescing {
-	return &coalescing{t: t, label: name, inner: inner, dirty: btreemap.New[[]byte, memEntry](btreeDegree, bytes.Compare)}
+	return &coalescing{t: t, label: name, inner: inner, dirty: map[string]memEntry{}}
 }
 
 func (c *coalescing) name() string { return c.label }
@@ -142,7 +153,7 @@ func (c *coalescing) Get(key []byte) ([]byte, bool, error) {
 	if err := c.t.check(); err != nil {
 		return nil, false, err
 	}
-	if _, e, ok := c.dirty.Get(key); ok {
+	if e, ok := c.dirty[string(key)]; ok {
 		if e.deleted {
 			return nil, false, nil
 		}
@@ -155,7 +166,7 @@ func (c *coalescing) Put(key, value []byte) error {
 	if err := c.t.check(); err != nil {
 		return err
 	}
-	c.set(clone(key), memEntry{value: clone(value)})
+	c.set(key, memEntry{value: clone(value)})
 	return nil
 }
 
@@ -163,16 +174,31 @@ func (c *coalescing) Delete(key []byte) error {
 	if err := c.t.check(); err != nil {
 		return err
 	}
-	c.set(clone(key), memEntry{deleted: true})
+	c.set(key, memEntry{deleted: true})
 	return nil
 }
 
-func (c *coalescing) set(k []byte, e memEntry) {
-	_, old, replaced := c.dirty.ReplaceOrInsert(k, e)
-	if replaced {
-		c.bytes -= int64(len(k) + len(old.value) + entryOverhead)
+func (c *coalescing) set(key []byte, e memEntry) {
+	if old, ok := c.dirty[string(key)]; ok {
+		c.bytes -= int64(len(key) + len(old.value) + entryOverhead)
 	}
-	c.bytes += int64(len(k) + len(e.value) + entryOverhead)
+	k := string(key) // a copy: the key is the caller's
+	c.dirty[k] = e
+	if c.sorted != nil {
+		c.sorted.ReplaceOrInsert(k, e)
+	}
+	c.bytes += int64(len(key) + len(e.value) + entryOverhead)
+}
+
+// ordered returns the entries in key order, building the ordered copy if there is none.
+func (c *coalescing) ordered() *btreemap.BTreeMap[string, memEntry] {
+	if c.sorted == nil {
+		c.sorted = btreemap.New[string, memEntry](btreeDegree, strings.Compare)
+		for k, e := range c.dirty {
+			c.sorted.ReplaceOrInsert(k, e)
+		}
+	}
+	return c.sorted
 }
 
 func (c *coalescing) Range(start, end []byte) (Iterator, error) {
@@ -191,7 +217,7 @@ func (c *coalescing) iter(start, end []byte, open func() (Iterator, error)) (Ite
 	if err != nil {
 		return nil, err
 	}
-	it := newMergeIter(newSeqSource(ascend(c.dirty.Clone(), start, end)), iterSource{in})
+	it := newMergeIter(newSeqSource(ascendStrings(c.ordered().Clone(), start, end)), iterSource{in})
 	it.t = c.t
 	c.t.addIter(it)
 	return it, nil
@@ -199,18 +225,67 @@ func (c *coalescing) iter(start, end []byte, open func() (Iterator, error)) (Ite
 
 // flush passes the held writes down in key order and empties the cache.
 func (c *coalescing) flush() error {
-	for k, e := range c.dirty.Ascend(btreemap.Min[[]byte](), btreemap.Max[[]byte]()) {
-		var err error
+	if len(c.dirty) == 0 {
+		return nil
+	}
+	pass := func(k string, e memEntry) error {
 		if e.deleted {
-			err = c.inner.Delete(k)
-		} else {
-			err = c.inner.Put(k, e.value)
+			return c.inner.Delete([]byte(k))
 		}
-		if err != nil {
-			return err
+		return c.inner.Put([]byte(k), e.value)
+	}
+	if c.sorted != nil {
+		for k, e := range c.sorted.Ascend(btreemap.Min[string](), btreemap.Max[string]()) {
+			if err := pass(k, e); err != nil {
+				return err
+			}
+		}
+	} else {
+		for _, k := range slices.Sorted(maps.Keys(c.dirty)) {
+			if err := pass(k, c.dirty[k]); err != nil {
+				return err
+			}
 		}
 	}
-	c.dirty.Clear(false)
-	c.bytes = 0
+	c.clear()
 	return nil
+}
+
+// clear empties the cache. A map that held four times more keys than this interval's (a
+// burst) is made anew, so that it does not keep the burst's memory.
+func (c *coalescing) clear() {
+	n := len(c.dirty)
+	c.peak = max(c.peak, n)
+	if c.peak > coalescingKeepKeys && n < c.peak/4 {
+		c.dirty, c.peak = make(map[string]memEntry, n), n
+	} else {
+		clear(c.dirty)
+	}
+	c.sorted = nil
+	c.bytes = 0
+}
+
+// coalescingKeepKeys is the size up to which a flushed cache's map is always kept for the
+// next interval.
+const coalescingKeepKeys = 1 << 12
+
+// ascendStrings returns the entries of t with keys in [start, end); nil bounds are open.
+func ascendStrings(t *btreemap.BTreeMap[string, memEntry], start, end []byte) iter.Seq2[[]byte, memEntry] {
+	lo, hi := btreemap.Min[string](), btreemap.Max[string]()
+	if start != nil {
+		lo = btreemap.GE(string(start))
+	}
+	if end != nil {
+		hi = btreemap.LT(string(end))
+	}
+	return func(yield func([]byte, memEntry) bool) {
+		if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
+			return
+		}
+		for k, e := range t.Ascend(lo, hi) {
+			if !yield([]byte(k), e) {
+				return
+			}
+		}
+	}
 }

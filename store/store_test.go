@@ -65,85 +65,99 @@ func eachBackend(t *testing.T, fn func(t *testing.T, m *Manager, b Backend)) {
 	}
 }
 
-// TestStoreContract checks the Store contract on both backends, before and
-// after a commit, so that overlays and committed data merge the same way.
+// TestStoreContract checks the Store contract on both backends, with and without
+// coalescing, before and after a commit, so that overlays and committed data merge the same
+// way.
 func TestStoreContract(t *testing.T) {
 	eachBackend(t, func(t *testing.T, m *Manager, b Backend) {
 		task, err := m.OpenTask("proc", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := task.Open("kv", Options{Backend: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, commitBetween := range []bool{false, true} {
-			t.Run(fmt.Sprintf("commit=%v", commitBetween), func(t *testing.T) {
-				for _, k := range []string{"a", "ab", "abc", "b", "c"} {
-					mustPut(t, s, k, "v"+k)
-				}
-				if err := s.Put([]byte{}, []byte("empty-key")); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Put([]byte("nil"), nil); err != nil {
-					t.Fatal(err)
-				}
-				if commitBetween {
-					if err := task.Apply(nil); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := s.Delete([]byte("b")); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Delete([]byte("absent")); err != nil {
-					t.Fatal(err)
-				}
-				if v, ok := mustGet(t, s, "a"); !ok || v != "va" {
-					t.Fatalf("get a = %q %v", v, ok)
-				}
-				if _, ok := mustGet(t, s, "b"); ok {
-					t.Fatal("b deleted but found")
-				}
-				if v, ok := mustGet(t, s, ""); !ok || v != "empty-key" {
-					t.Fatalf("empty key = %q %v", v, ok)
-				}
-				if v, ok, _ := s.Get([]byte("nil")); !ok || len(v) != 0 {
-					t.Fatalf("nil value: %q %v (want empty, found)", v, ok)
-				}
-				got := scan(t)(s.Range(nil, nil))
-				want := []string{"=empty-key", "a=va", "ab=vab", "abc=vabc", "c=vc", "nil="}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("range all = %v, want %v", got, want)
-				}
-				if got := scan(t)(s.Range([]byte("ab"), []byte("c"))); fmt.Sprint(got) != "[ab=vab abc=vabc]" {
-					t.Fatalf("range [ab,c) = %v", got)
-				}
-				if got := scan(t)(s.Range([]byte("c"), []byte("a"))); len(got) != 0 {
-					t.Fatalf("inverted range = %v", got)
-				}
-				if got := scan(t)(s.Prefix([]byte("ab"))); fmt.Sprint(got) != "[ab=vab abc=vabc]" {
-					t.Fatalf("prefix ab = %v", got)
-				}
-				if got := scan(t)(s.Prefix(nil)); len(got) != 6 {
-					t.Fatalf("prefix nil = %v", got)
-				}
-				if err := task.Apply(nil); err != nil {
-					t.Fatal(err)
-				}
-				// Clean up for the next round.
-				for _, k := range []string{"", "a", "ab", "abc", "c", "nil"} {
-					_ = s.Delete([]byte(k))
-				}
-				if err := task.Apply(nil); err != nil {
-					t.Fatal(err)
-				}
-				if got := scan(t)(s.Range(nil, nil)); len(got) != 0 {
-					t.Fatalf("after delete all: %v", got)
-				}
-			})
+		for _, coalesce := range []bool{false, true} {
+			s, err := task.Open(fmt.Sprintf("kv%v", coalesce), Options{Backend: b, Coalesce: coalesce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			storeContract(t, task, s, coalesce)
 		}
 	})
+}
+
+// storeContract checks the Store contract on s, a store of task, before and after a commit.
+func storeContract(t *testing.T, task *Task, s Store, coalesce bool) {
+	commit := func() error {
+		if err := task.Flush(); err != nil {
+			return err
+		}
+		return task.Apply(nil)
+	}
+	for _, commitBetween := range []bool{false, true} {
+		t.Run(fmt.Sprintf("coalesce=%v/commit=%v", coalesce, commitBetween), func(t *testing.T) {
+			for _, k := range []string{"a", "ab", "abc", "b", "c"} {
+				mustPut(t, s, k, "v"+k)
+			}
+			if err := s.Put([]byte{}, []byte("empty-key")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Put([]byte("nil"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if commitBetween {
+				if err := commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Delete([]byte("b")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete([]byte("absent")); err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := mustGet(t, s, "a"); !ok || v != "va" {
+				t.Fatalf("get a = %q %v", v, ok)
+			}
+			if _, ok := mustGet(t, s, "b"); ok {
+				t.Fatal("b deleted but found")
+			}
+			if v, ok := mustGet(t, s, ""); !ok || v != "empty-key" {
+				t.Fatalf("empty key = %q %v", v, ok)
+			}
+			if v, ok, _ := s.Get([]byte("nil")); !ok || len(v) != 0 {
+				t.Fatalf("nil value: %q %v (want empty, found)", v, ok)
+			}
+			got := scan(t)(s.Range(nil, nil))
+			want := []string{"=empty-key", "a=va", "ab=vab", "abc=vabc", "c=vc", "nil="}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("range all = %v, want %v", got, want)
+			}
+			if got := scan(t)(s.Range([]byte("ab"), []byte("c"))); fmt.Sprint(got) != "[ab=vab abc=vabc]" {
+				t.Fatalf("range [ab,c) = %v", got)
+			}
+			if got := scan(t)(s.Range([]byte("c"), []byte("a"))); len(got) != 0 {
+				t.Fatalf("inverted range = %v", got)
+			}
+			if got := scan(t)(s.Prefix([]byte("ab"))); fmt.Sprint(got) != "[ab=vab abc=vabc]" {
+				t.Fatalf("prefix ab = %v", got)
+			}
+			if got := scan(t)(s.Prefix(nil)); len(got) != 6 {
+				t.Fatalf("prefix nil = %v", got)
+			}
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
+			// Clean up for the next round.
+			for _, k := range []string{"", "a", "ab", "abc", "c", "nil"} {
+				_ = s.Delete([]byte(k))
+			}
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := scan(t)(s.Range(nil, nil)); len(got) != 0 {
+				t.Fatalf("after delete all: %v", got)
+			}
+		})
+	}
 }
 
 // TestStoresAreIsolated checks that stores of the same name in other tasks, and other stores of the task, do not see each other's keys, including 0xff-prefixed keys at the edge of a partition's key space.

@@ -334,7 +334,7 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 		return err
 	}
 	for _, c := range t.caches {
-		if c.dirty.Len() > 0 {
+		if len(c.dirty) > 0 {
 			return fmt.Errorf("store: task %s: store %q has unflushed coalesced writes", t.id, c.name())
 		}
 	}
