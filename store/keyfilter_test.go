@@ -82,7 +82,8 @@ func TestKeyFilterStaysExact(t *testing.T) {
 	}
 	check("range delete committed", 6000)
 
-	// A reopen: the store holds keys, so it has no filter, and reads are Pebble's.
+	// A reopen: the store holds keys, so its filter is built in the background; reads are
+	// Pebble's until it is complete, and exact after.
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +92,15 @@ func TestKeyFilterStaysExact(t *testing.T) {
 	task, _ = m.OpenTask("p", 0)
 	s, _ = task.Open("s", Options{})
 	p = task.Partition("s")
-	if p.filter != nil {
-		t.Fatal("a store that holds keys got a key filter at its open")
+	if p.filter != nil || p.building == nil {
+		t.Fatal("a store that holds keys got a key filter at its open, or none is being built")
 	}
 	check("reopened", 6000)
+	waitFilterBuilt(t, p)
+	check("reopened, filter built", 8000)
+	if p.filter.negatives < 1500 {
+		t.Fatalf("the built filter answered %d reads of absent keys", p.filter.negatives)
+	}
 
 	// A wipe empties the store: it gets an empty filter, exact again.
 	if err := p.Wipe(); err != nil {
@@ -197,4 +203,144 @@ func TestKeyFilterBudget(t *testing.T) {
 			t.Fatalf("after the filter was dropped: %s = %q %v", key(i), v, ok)
 		}
 	}
+}
+
+// waitFilterBuilt waits for the background build of p's filter to end, and installs it as
+// the next read would; p must then have a filter.
+func waitFilterBuilt(t *testing.T, p *Partition) {
+	t.Helper()
+	if b := p.building; b != nil {
+		<-b.done
+		p.pollFilterBuild()
+	}
+	if p.filter == nil {
+		t.Fatal("no key filter after its build")
+	}
+}
+
+// TestKeyFilterBuiltAtReopen checks the background build of the filter of a store that holds
+// keys at its open: the task writes, deletes and restores keys while the scan runs, and
+// commits some of them before the scan starts reading (so that no key falls between the
+// scan's snapshot and the task's adds); once built, the filter must hold every key present.
+// A close or a wipe during a build ends it and gives its memory back.
+func TestKeyFilterBuiltAtReopen(t *testing.T) {
+	dir := t.TempDir()
+	m := openManagerDefault(t, dir)
+	task, _ := m.OpenTask("p", 0)
+	s, _ := task.Open("s", Options{})
+	key := func(i int) string { return fmt.Sprintf("k%07d", i) }
+	want := map[string]string{}
+	const held = 50_000
+	for i := range held {
+		mustPut(t, s, key(2*i), "a")
+		want[key(2*i)] = "a"
+		if i%20_000 == 0 {
+			if err := task.Apply(map[string]int64{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := task.Apply(map[string]int64{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 2 {
+		m = openManagerDefault(t, dir)
+		task, _ = m.OpenTask("p", 0)
+		s, _ = task.Open("s", Options{})
+		p := task.Partition("s")
+		if p.building == nil {
+			t.Fatalf("round %d: no filter is being built for a store that holds keys", round)
+		}
+		// Writes and a restore of new keys while the scan runs, committed at once.
+		base := 1 + 2*held*(round+1)
+		for i := range 2000 {
+			mustPut(t, s, key(base+2*i), "w")
+			want[key(base+2*i)] = "w"
+			if i == 1000 {
+				if err := task.Apply(map[string]int64{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Delete([]byte(key(0))); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, key(0))
+		if err := task.Apply(map[string]int64{}); err != nil {
+			t.Fatal(err)
+		}
+		var ws []Write
+		for i := range 500 {
+			ws = append(ws, Write{Key: []byte(key(base + 10_000 + 2*i)), Value: []byte("r")})
+			want[key(base+10_000+2*i)] = "r"
+		}
+		if err := p.ApplyRestore(ws, Checkpoint{Offset: int64(round)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFilterBuilt(t, p)
+		negatives := p.filter.negatives
+		for k, v := range want {
+			if got, ok := mustGet(t, s, k); !ok || got != v {
+				t.Fatalf("round %d: %s = %q %v, want %q", round, k, got, ok, v)
+			}
+		}
+		for i := range 20_000 {
+			k := key(2*held*4 + 2*i + 1) // never written
+			if _, ok := mustGet(t, s, k); ok {
+				t.Fatalf("round %d: %s found", round, k)
+			}
+		}
+		if n := p.filter.negatives - negatives; n < 19_000 { // 0.4% false positives
+			t.Fatalf("round %d: the built filter answered %d of 20,000 reads of absent keys", round, n)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A close during the build ends it, and a wipe during one replaces it with an empty filter.
+	m = openManagerDefault(t, dir)
+	defer m.Close()
+	task, _ = m.OpenTask("p", 0)
+	task.Open("s", Options{})
+	b := task.Partition("s").building
+	if b == nil {
+		t.Fatal("no filter is being built")
+	}
+	task.Close()
+	select {
+	case <-b.done:
+	default:
+		t.Fatal("the build still runs after its task closed")
+	}
+	if got := m.Stats().KeyFilterBytes; got != 0 {
+		t.Fatalf("the closed task's filter build still holds %d bytes", got)
+	}
+	task, _ = m.OpenTask("p", 0)
+	s, _ = task.Open("s", Options{})
+	p := task.Partition("s")
+	if err := p.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if p.building != nil || p.filter == nil {
+		t.Fatal("a wiped store still builds its filter, or has none")
+	}
+	if _, ok := mustGet(t, s, key(2)); ok {
+		t.Fatal("a wiped store holds a key")
+	}
+}
+
+// openManagerDefault opens a Manager with the default memory bound: 2 MiB of key filter per
+// partition, 930,000 keys.
+func openManagerDefault(t *testing.T, dir string) *Manager {
+	t.Helper()
+	m, err := Open(Settings{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

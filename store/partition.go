@@ -26,6 +26,8 @@ type Partition struct {
 	mem    *memData
 	cache  *readCache // pebble only: the latest values of recently used keys
 	filter *keyFilter // pebble only: the keys the partition may hold; nil when it has none
+	// building is the partition's filter being built in the background, nil when none is.
+	building *filterBuild
 
 	base    Store
 	top     Store
@@ -235,8 +237,7 @@ func (p *Partition) Wipe() error {
 		p.releaseFilter()
 		if !p.t.m.set.ReadOnly {
 			// The partition holds no key: an empty filter is exact, whether it had one
-			// (full of the wiped keys) or not (it held keys when it was opened, or the
-			// filter was dropped).
+			// (full of the wiped keys), was building one, or had none (it was dropped).
 			p.filter = p.t.m.filters.newFilter()
 		}
 	}

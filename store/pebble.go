@@ -30,6 +30,9 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 			}
 			return clone(e.v), true, nil
 		}
+		if s.p.building != nil {
+			s.p.pollFilterBuild()
+		}
 		if f := s.p.filter; f != nil && !f.mayHold(filterHash(key)) {
 			f.negatives++
 			return nil, false, nil // neither the committed state nor the batch holds it

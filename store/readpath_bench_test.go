@@ -19,36 +19,47 @@ import (
 // from 1,000,000, uniformly or Zipf(1.1), as in bench/workload.go. In the "preloaded" case
 // the stores first hold 2,000,000 words, compacted (to the last level, as a long-running
 // instance's state mostly is), and the op's words are drawn uniformly from 4,000,000: half
-// are found there. Run it with a fixed number of records, for instance
+// are found there. The "restarted" case is "preloaded" after a restart of the instance: the
+// Manager is closed and opened again on the same directory before the ops (the key filters
+// are then built from the stores' keys, in the background, while the ops run). Run it with
+// a fixed number of records, for instance
 //
 //	go test ./store -run '^$' -bench BenchmarkCount -benchtime 1000000x
 func BenchmarkCount(b *testing.B) {
-	b.Run("uniform", func(b *testing.B) { benchCount(b, false, 1000000, 0) })
-	b.Run("zipf", func(b *testing.B) { benchCount(b, true, 1000000, 0) })
-	b.Run("preloaded", func(b *testing.B) { benchCount(b, false, 4000000, 2000000) })
+	b.Run("uniform", func(b *testing.B) { benchCount(b, false, 1000000, 0, false) })
+	b.Run("zipf", func(b *testing.B) { benchCount(b, true, 1000000, 0, false) })
+	b.Run("preloaded", func(b *testing.B) { benchCount(b, false, 4000000, 2000000, false) })
+	b.Run("restarted", func(b *testing.B) { benchCount(b, false, 4000000, 2000000, true) })
 }
 
-func benchCount(b *testing.B, zipf bool, words, preload int) {
+func benchCount(b *testing.B, zipf bool, words, preload int, restart bool) {
 	const (
 		parts    = 8
 		interval = 10000
 	)
-	m, err := Open(Settings{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
+	dir := b.TempDir()
+	var (
+		m      *Manager
+		err    error
+		tasks  = make([]*Task, parts)
+		stores = make([]Store, parts)
+	)
+	open := func() {
+		if m, err = Open(Settings{Dir: dir}); err != nil {
+			b.Fatal(err)
+		}
+		for p := range parts {
+			if tasks[p], err = m.OpenTask("count", int32(p)); err != nil {
+				b.Fatal(err)
+			}
+			if stores[p], err = tasks[p].Open("counts", Options{Changelog: discardLog{}}); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
-	defer m.Close()
-	tasks := make([]*Task, parts)
-	stores := make([]Store, parts)
+	open()
+	defer func() { m.Close() }()
 	pending := make([]int, parts)
-	for p := range parts {
-		if tasks[p], err = m.OpenTask("count", int32(p)); err != nil {
-			b.Fatal(err)
-		}
-		if stores[p], err = tasks[p].Open("counts", Options{Changelog: discardLog{}}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	word := func(k uint64) []byte {
 		x := uint32(k)*2654435761 + 0x9e3779b9
 		return []byte("w" + strconv.FormatUint(uint64(x), 36))
@@ -79,6 +90,12 @@ func benchCount(b *testing.B, zipf bool, words, preload int) {
 		if err := m.db.Compact(context.Background(), []byte{nsData}, []byte{nsData + 1}, true); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if restart {
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		open()
 	}
 	r := rand.New(rand.NewSource(1))
 	z := rand.NewZipf(r, 1.1, 1, uint64(words-1))
