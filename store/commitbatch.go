@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"slices"
 
@@ -28,6 +29,12 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 	}
 	ws := make([]batchWrite, 0, b.Count())
 	order := make([]writeOrder, 0, b.Count())
+	// latest maps the hash of a key to its entry in order, whose write a later write of the
+	// same key replaces: a key written n times is sorted once. A key whose hash is another
+	// key's gets entries of its own, which the pass after the sort deduplicates, as it does
+	// all keys once latest is dropped: when the first writes show few keys written twice
+	// (uniform keys), the map would cost more than it saves the sort.
+	latest := make(map[uint64]int32, min(b.Count(), 4096))
 	r := b.Reader()
 	for {
 		kind, k, v, ok, err := r.Next()
@@ -40,11 +47,28 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
 			return nil
 		}
+		if latest != nil && len(ws) == dedupSample && len(order) > dedupSample-dedupSample/8 {
+			latest = nil
+		}
+		if latest != nil {
+			h := maphash.Bytes(sortSeed, k)
+			j, ok := latest[h]
+			if ok && bytes.Equal(ws[order[j].i].key, k) {
+				order[j].i = int32(len(ws))
+				ws = append(ws, batchWrite{key: k, value: v, kind: kind})
+				continue
+			}
+			if !ok {
+				latest[h] = int32(len(order))
+			}
+		}
 		order = append(order, writeOrder{w0: keyWord(k, 0), w1: keyWord(k, 8), i: int32(len(ws))})
 		ws = append(ws, batchWrite{key: k, value: v, kind: kind})
 	}
 	// Small entries to move; the first 16 bytes of the keys, as two words, decide most
-	// comparisons without a call; the write's position breaks ties.
+	// comparisons without a call. The writes of one key compare equal, whatever their
+	// positions: the sort then puts them together at the cost of one partition (pdqsort's
+	// handling of equal elements), where a tie broken by position would sort them too.
 	slices.SortFunc(order, func(a, b writeOrder) int {
 		if a.w0 != b.w0 {
 			return cmp.Compare(a.w0, b.w0)
@@ -52,20 +76,21 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 		if a.w1 != b.w1 {
 			return cmp.Compare(a.w1, b.w1)
 		}
-		if c := bytes.Compare(ws[a.i].key, ws[b.i].key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i, b.i)
+		return bytes.Compare(ws[a.i].key, ws[b.i].key)
 	})
 	size := 0
 	n := 0
-	for j, o := range order {
-		if j+1 < len(order) && bytes.Equal(ws[o.i].key, ws[order[j+1].i].key) {
-			continue // a later write of the same key replaces it
+	for j := 0; j < len(order); {
+		// The writes of one key, in any order: the last one made holds.
+		last := order[j]
+		for j++; j < len(order) && order[j].w0 == last.w0 && order[j].w1 == last.w1 && bytes.Equal(ws[order[j].i].key, ws[last.i].key); j++ {
+			if order[j].i > last.i {
+				last = order[j]
+			}
 		}
-		order[n] = o
+		order[n] = last
 		n++
-		size += len(ws[o.i].key) + len(ws[o.i].value) + 8
+		size += len(ws[last.i].key) + len(ws[last.i].value) + 8
 	}
 	out := t.m.db.NewBatchWithSize(size + 12)
 	for _, o := range order[:n] {
@@ -77,6 +102,13 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 	}
 	return out
 }
+
+// dedupSample is the number of writes after which sortedBatch stops looking for a key's
+// earlier writes when fewer than one in eight were of a key written before.
+const dedupSample = 1024
+
+// sortSeed keys the hashes with which sortedBatch finds a key's earlier writes.
+var sortSeed = maphash.MakeSeed()
 
 // sortedBatchMin is the fewest writes for which sortedBatch sorts a commit's batch.
 const sortedBatchMin = 64

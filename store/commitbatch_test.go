@@ -31,20 +31,55 @@ func TestSortedBatch(t *testing.T) {
 		pool[i] = string(k)
 	}
 	want := map[string]*string{} // nil: deleted
-	for i := range 1000 {
-		k := pool[r.Intn(len(pool))]
+	write := func(k string, i int) {
 		if r.Intn(4) == 0 {
 			_ = b.Delete([]byte(k), nil)
 			want[k] = nil
-			continue
+			return
 		}
 		v := fmt.Sprintf("v%d", i)
 		_ = b.Set([]byte(k), []byte(v), nil)
 		want[k] = &v
 	}
+	for i := range 1000 {
+		write(pool[r.Intn(len(pool))], i)
+	}
+	checkSorted(t, task, b, want)
+
+	// A batch whose first writes are of distinct keys (sortedBatch stops looking for
+	// earlier writes of a key), then writes of the same keys again.
+	b.Reset()
+	clear(want)
+	for i := range 1100 {
+		write(fmt.Sprintf("d%05d", i), i)
+	}
+	for i := range 2000 {
+		write(fmt.Sprintf("d%05d", r.Intn(1100)), 1100+i)
+	}
+	checkSorted(t, task, b, want)
+
+	_ = b.DeleteRange([]byte("k100"), []byte("k200"), nil)
+	_ = b.Set([]byte("k150"), []byte("after the range delete"), nil)
+	if rb := task.sortedBatch(b); rb != nil {
+		rb.Close()
+		t.Fatal("a batch with a range delete was reordered")
+	}
+	small := m.db.NewBatch()
+	defer small.Close()
+	_ = small.Set([]byte("a"), []byte("1"), nil)
+	if sb := task.sortedBatch(small); sb != nil {
+		sb.Close()
+		t.Fatal("a one-write batch was copied")
+	}
+}
+
+// checkSorted checks that sortedBatch(b) holds the last write of each key written (want;
+// nil: a delete), once, in key order.
+func checkSorted(t *testing.T, task *Task, b *pebble.Batch, want map[string]*string) {
+	t.Helper()
 	sb := task.sortedBatch(b)
 	if sb == nil {
-		t.Fatal("no sorted batch for 1,000 sets and deletes")
+		t.Fatalf("no sorted batch for %d sets and deletes", b.Count())
 	}
 	defer sb.Close()
 	rd := sb.Reader()
@@ -75,20 +110,6 @@ func TestSortedBatch(t *testing.T) {
 	}
 	if n != len(want) || int(sb.Count()) != len(want) {
 		t.Fatalf("%d writes (count %d), want one per key written: %d", n, sb.Count(), len(want))
-	}
-
-	_ = b.DeleteRange([]byte("k100"), []byte("k200"), nil)
-	_ = b.Set([]byte("k150"), []byte("after the range delete"), nil)
-	if rb := task.sortedBatch(b); rb != nil {
-		rb.Close()
-		t.Fatal("a batch with a range delete was reordered")
-	}
-	small := m.db.NewBatch()
-	defer small.Close()
-	_ = small.Set([]byte("a"), []byte("1"), nil)
-	if sb := task.sortedBatch(small); sb != nil {
-		sb.Close()
-		t.Fatal("a one-write batch was copied")
 	}
 }
 

@@ -336,7 +336,7 @@ func TestKeyFilterBuiltAtReopen(t *testing.T) {
 
 // openManagerDefault opens a Manager with the default memory bound: 2 MiB of key filter per
 // partition, 930,000 keys.
-func openManagerDefault(t *testing.T, dir string) *Manager {
+func openManagerDefault(t testing.TB, dir string) *Manager {
 	t.Helper()
 	m, err := Open(Settings{Dir: dir})
 	if err != nil {

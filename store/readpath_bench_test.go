@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"math/rand"
 	"strconv"
@@ -148,4 +149,42 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSortedBatch measures sortedBatch on a commit interval's writes of one task of the
+// bench's count: 34,000 writes (270,000 records/s over 8 tasks) of words drawn Zipf(1.1) or
+// uniformly from 1,000,000.
+//
+//	go test ./store -run '^$' -bench SortedBatch
+func BenchmarkSortedBatch(b *testing.B) {
+	for _, zipf := range []bool{true, false} {
+		b.Run(map[bool]string{true: "zipf", false: "uniform"}[zipf], func(b *testing.B) {
+			m := openManagerDefault(b, b.TempDir())
+			defer m.Close()
+			task, _ := m.OpenTask("p", 0)
+			_, _ = task.Open("s", Options{})
+			p := task.Partition("s")
+			r := rand.New(rand.NewSource(1))
+			z := rand.NewZipf(r, 1.1, 1, 999_999)
+			batch := m.db.NewBatch()
+			defer batch.Close()
+			for range 34_000 {
+				k := uint64(r.Intn(1_000_000))
+				if zipf {
+					k = z.Uint64()
+				}
+				_ = batch.Set(p.key(fmt.Appendf(nil, "w%x", uint32(k)*2654435761)), []byte("12345"), nil)
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for range b.N {
+				sb := task.sortedBatch(batch)
+				if sb == nil {
+					b.Fatal("the batch was not sorted")
+				}
+				sb.Close()
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
 }
