@@ -12,7 +12,7 @@ import (
 )
 
 // sortedBatch returns a batch with the effect of b (the writes of a task's commit interval,
-// or a restore's batch of changelog records, in the order they were made) holding each key's last write only, in key order; or nil when
+// in the order they were made) holding each key's last write only, in key order; or nil when
 // b holds something else than point sets and deletes (a range delete: reordering would
 // change what it deletes), or is too small or too large to be worth it.
 //
@@ -28,13 +28,7 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 		return nil
 	}
 	ws := make([]batchWrite, 0, b.Count())
-	order := make([]writeOrder, 0, b.Count())
-	// latest maps the hash of a key to its entry in order, whose write a later write of the
-	// same key replaces: a key written n times is sorted once. A key whose hash is another
-	// key's gets entries of its own, which the pass after the sort deduplicates, as it does
-	// all keys once latest is dropped: when the first writes show few keys written twice
-	// (uniform keys), the map would cost more than it saves the sort.
-	latest := make(map[uint64]int32, min(b.Count(), 4096))
+	ks := newKeySorter(int(b.Count()), func(i int32) []byte { return ws[i].key })
 	r := b.Reader()
 	for {
 		kind, k, v, ok, err := r.Next()
@@ -47,53 +41,16 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
 			return nil
 		}
-		if latest != nil && len(ws) == dedupSample && len(order) > dedupSample-dedupSample/8 {
-			latest = nil
-		}
-		if latest != nil {
-			h := maphash.Bytes(sortSeed, k)
-			j, ok := latest[h]
-			if ok && bytes.Equal(ws[order[j].i].key, k) {
-				order[j].i = int32(len(ws))
-				ws = append(ws, batchWrite{key: k, value: v, kind: kind})
-				continue
-			}
-			if !ok {
-				latest[h] = int32(len(order))
-			}
-		}
-		order = append(order, writeOrder{w0: keyWord(k, 0), w1: keyWord(k, 8), i: int32(len(ws))})
 		ws = append(ws, batchWrite{key: k, value: v, kind: kind})
+		ks.add(k, int32(len(ws)-1))
 	}
-	// Small entries to move; the first 16 bytes of the keys, as two words, decide most
-	// comparisons without a call. The writes of one key compare equal, whatever their
-	// positions: the sort then puts them together at the cost of one partition (pdqsort's
-	// handling of equal elements), where a tie broken by position would sort them too.
-	slices.SortFunc(order, func(a, b writeOrder) int {
-		if a.w0 != b.w0 {
-			return cmp.Compare(a.w0, b.w0)
-		}
-		if a.w1 != b.w1 {
-			return cmp.Compare(a.w1, b.w1)
-		}
-		return bytes.Compare(ws[a.i].key, ws[b.i].key)
-	})
+	order := ks.sorted()
 	size := 0
-	n := 0
-	for j := 0; j < len(order); {
-		// The writes of one key, in any order: the last one made holds.
-		last := order[j]
-		for j++; j < len(order) && order[j].w0 == last.w0 && order[j].w1 == last.w1 && bytes.Equal(ws[order[j].i].key, ws[last.i].key); j++ {
-			if order[j].i > last.i {
-				last = order[j]
-			}
-		}
-		order[n] = last
-		n++
-		size += len(ws[last.i].key) + len(ws[last.i].value) + 8
+	for _, o := range order {
+		size += len(ws[o.i].key) + len(ws[o.i].value) + 8
 	}
 	out := t.m.db.NewBatchWithSize(size + 12)
-	for _, o := range order[:n] {
+	for _, o := range order {
 		if w := ws[o.i]; w.kind == pebble.InternalKeyKindSet {
 			_ = out.Set(w.key, w.value, nil)
 		} else {
@@ -103,11 +60,79 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 	return out
 }
 
-// dedupSample is the number of writes after which sortedBatch stops looking for a key's
+// keySorter orders writes by key, keeping the last write of each key: sortedBatch's and a
+// restore's. Its entries are small to move: the first 16 bytes of a key, as two words,
+// decide most comparisons without a call.
+type keySorter struct {
+	key   func(i int32) []byte // the key of write i
+	order []writeOrder
+	// latest maps the hash of a key to its entry in order, whose write a later write of the
+	// same key replaces: a key written n times is sorted once. A key whose hash is another
+	// key's gets entries of its own, which sorted deduplicates, as it does all keys once
+	// latest is dropped: when the first writes show few keys written twice (uniform keys),
+	// the map would cost more than it saves the sort.
+	latest map[uint64]int32
+	added  int
+}
+
+func newKeySorter(n int, key func(i int32) []byte) *keySorter {
+	return &keySorter{key: key, order: make([]writeOrder, 0, n), latest: make(map[uint64]int32, min(n, 4096))}
+}
+
+// add adds write i, of key k; writes are added in the order they were made.
+func (s *keySorter) add(k []byte, i int32) {
+	if s.added++; s.latest != nil && s.added == dedupSample && len(s.order) > dedupSample-dedupSample/8 {
+		s.latest = nil
+	}
+	if s.latest != nil {
+		h := maphash.Bytes(sortSeed, k)
+		j, ok := s.latest[h]
+		if ok && bytes.Equal(s.key(s.order[j].i), k) {
+			s.order[j].i = i
+			return
+		}
+		if !ok {
+			s.latest[h] = int32(len(s.order))
+		}
+	}
+	s.order = append(s.order, writeOrder{w0: keyWord(k, 0), w1: keyWord(k, 8), i: i})
+}
+
+// sorted returns the last write of each key, in key order.
+func (s *keySorter) sorted() []writeOrder {
+	order := s.order
+	// The writes of one key compare equal, whatever their positions: the sort then puts
+	// them together at the cost of one partition (pdqsort's handling of equal elements),
+	// where a tie broken by position would sort them too.
+	slices.SortFunc(order, func(a, b writeOrder) int {
+		if a.w0 != b.w0 {
+			return cmp.Compare(a.w0, b.w0)
+		}
+		if a.w1 != b.w1 {
+			return cmp.Compare(a.w1, b.w1)
+		}
+		return bytes.Compare(s.key(a.i), s.key(b.i))
+	})
+	n := 0
+	for j := 0; j < len(order); {
+		// The writes of one key, in any order: the last one made holds.
+		last := order[j]
+		for j++; j < len(order) && order[j].w0 == last.w0 && order[j].w1 == last.w1 && bytes.Equal(s.key(order[j].i), s.key(last.i)); j++ {
+			if order[j].i > last.i {
+				last = order[j]
+			}
+		}
+		order[n] = last
+		n++
+	}
+	return order[:n]
+}
+
+// dedupSample is the number of writes after which a keySorter stops looking for a key's
 // earlier writes when fewer than one in eight were of a key written before.
 const dedupSample = 1024
 
-// sortSeed keys the hashes with which sortedBatch finds a key's earlier writes.
+// sortSeed keys the hashes with which a keySorter finds a key's earlier writes.
 var sortSeed = maphash.MakeSeed()
 
 // sortedBatchMin is the fewest writes for which sortedBatch sorts a commit's batch.

@@ -185,8 +185,8 @@ func TestCommitKeepsLastWrite(t *testing.T) {
 }
 
 // TestRestoreKeepsLastWrite checks a restore of changelog batches that write the same keys
-// several times, in random order, with deletes among them: each batch is applied sorted and
-// deduplicated, and what a fresh reader of the database sees after a reopen must be each
+// several times, in random order or after a run of distinct keys, with deletes among them:
+// each batch is applied sorted and deduplicated, and what a fresh reader of the database sees after a reopen must be each
 // key's last write, with the last batch's checkpoint.
 func TestRestoreKeepsLastWrite(t *testing.T) {
 	dir := t.TempDir()
@@ -198,10 +198,16 @@ func TestRestoreKeepsLastWrite(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	want := map[string]string{}
 	offset := int64(0)
-	for round := range 3 {
+	for round := range 4 {
 		ws := make([]Write, 0, 2000)
+		perm := r.Perm(1500)
 		for i := range 2000 {
-			k := fmt.Sprintf("k%03d", r.Intn(500))
+			k := fmt.Sprintf("k%04d", r.Intn(500))
+			if round%2 == 1 {
+				// Distinct keys first (the sort stops looking for earlier writes of a
+				// key), then the same keys again.
+				k = fmt.Sprintf("k%04d", perm[i%1100])
+			}
 			if r.Intn(5) == 0 {
 				ws = append(ws, Write{Key: []byte(k), Delete: true})
 				delete(want, k)

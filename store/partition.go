@@ -132,28 +132,42 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 		if dropTo != nil {
 			_ = b.DeleteRange(p.prefix, append(append([]byte(nil), p.prefix...), dropTo...), nil)
 		}
-		for _, w := range ws {
+		apply := func(w Write) error {
 			k := p.key(w.Key)
-			var err error
 			if w.Delete {
-				err = b.Delete(k, nil)
-			} else {
-				err = b.Set(k, w.Value, nil)
-				p.filterAdd(w.Key) // before the commit: the filter may hold more keys, never fewer
+				return b.Delete(k, nil)
 			}
-			if err != nil {
-				return fmt.Errorf("store: task %s store %q: restore batch: %w", p.t.id, p.name, err)
+			p.filterAdd(w.Key) // before the commit: the filter may hold more keys, never fewer
+			return b.Set(k, w.Value, nil)
+		}
+		var err error
+		if len(ws) < sortedBatchMin {
+			for _, w := range ws {
+				if err = apply(w); err != nil {
+					break
+				}
 			}
+		} else {
+			// A changelog's records come in the order they were written, with their keys
+			// scattered: inserted in key order, each key once, they cost the memtable less
+			// (see sortedBatch). After the range delete, if any: the batch applies its
+			// writes in order, and the range delete drops older keys only.
+			ks := newKeySorter(len(ws), func(i int32) []byte { return ws[i].Key })
+			for i, w := range ws {
+				ks.add(w.Key, int32(i))
+			}
+			for _, o := range ks.sorted() {
+				if err = apply(ws[o.i]); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store: task %s store %q: restore batch: %w", p.t.id, p.name, err)
 		}
 		_ = b.Set(checkpointKey(p.id), encodeCheckpoint(cp), nil)
 		if p.t.time > p.savedTime {
 			_ = b.Set(timeKey(p.id), encodeTime(p.t.time), nil)
-		}
-		if sb := p.t.sortedBatch(b); sb != nil {
-			// A changelog's records come in the order they were written, with their keys
-			// scattered: inserted in key order, each key once, they cost the memtable less.
-			defer sb.Close()
-			b = sb
 		}
 		if err := p.t.m.commit(b, pebble.NoSync); err != nil {
 			return fmt.Errorf("store: task %s store %q: restore batch at offset %d to %s: %w", p.t.id, p.name, cp.Offset, p.t.m.dbDir(), err)
