@@ -80,6 +80,50 @@ func TestColdRestore(t *testing.T) {
 	}
 }
 
+// TestColdRestoreOfTasks restores three tasks of two stores each in one Restore, as the
+// runtime restores the tasks a rebalance gave it. Every store must come back exactly, with
+// its checkpoint.
+func TestColdRestoreOfTasks(t *testing.T) {
+	e := newEnv(t)
+	specs := []changelog.StoreSpec{{Name: "kv"}, {Name: "kv2"}}
+	want := map[string][]string{}
+	for p := range int32(3) {
+		task := e.task(t, p, specs...)
+		for _, name := range []string{"kv", "kv2"} {
+			want[fmt.Sprintf("%s/%d", name, p)] = writeState(t, task, name)
+		}
+		_ = task.Close(ctx)
+	}
+	e.manager(t, t.TempDir()) // a new, empty disk
+	var tasks []*changelog.Task
+	for p := range int32(3) {
+		tasks = append(tasks, e.task(t, p, specs...))
+	}
+	rec := &recorder{}
+	if err := e.restorer(t, rec, Settings{}).Restore(timeout(t), tasks...); err != nil {
+		t.Fatal(err)
+	}
+	for p, task := range tasks {
+		for _, name := range []string{"kv", "kv2"} {
+			k := fmt.Sprintf("%s/%d", name, p)
+			if got := dump(t, task.Store(name)); !reflect.DeepEqual(got, want[k]) {
+				t.Fatalf("store %s: restored state differs:\n got %v\nwant %v", k, got, want[k])
+			}
+		}
+		raw, err := os.ReadFile(filepath.Join(task.Dir(), store.CheckpointFileName))
+		wantFile := fmt.Sprintf("0\n2\napp-kv-changelog %d 399\napp-kv2-changelog %d 399\n", p, p)
+		if err != nil || string(raw) != wantFile {
+			t.Fatalf("task %d: .checkpoint after restore = %q, %v; want %q", p, raw, err, wantFile)
+		}
+	}
+	if n := rec.restored(); n != 3*2*400 {
+		t.Fatalf("restored %d records, want all %d", n, 3*2*400)
+	}
+	if len(rec.ends) != 6 {
+		t.Fatalf("%d end events, want one per store partition: 6", len(rec.ends))
+	}
+}
+
 // TestWarmRestart checks that a task reopened on its own disk replays exactly the changelog records after its checkpoint.
 func TestWarmRestart(t *testing.T) {
 	e := newEnv(t)
