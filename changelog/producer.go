@@ -29,12 +29,16 @@ import (
 // meanwhile (a context given to Produce would also cancel the record once
 // buffered). So every record first reserves a place among the records the
 // Producer lets be in flight (one fewer than that limit, so that franz-go
-// itself never blocks), waiting for one when there is none: Task.Output with
-// its context, which carries the deadline of the plugin's call when the record
-// is emitted; store writes, which take no context, without one, as they waited
-// in franz-go before.
+// itself never blocks), waiting for one when there is none (the slow path):
+// until there is room, until a context ends (Task.Output's; for a store write,
+// which takes none, the context its task's WaitHook gives, the plugin call's),
+// or for the Producer's wait limit (WithWaitLimit, DefaultWaitLimit), after
+// which the write or output fails with an error matching ErrNoRoom. The task's
+// WaitHook is told when such a wait begins and ends: the runtime takes it off
+// the plugin call's time limit.
 type Producer struct {
-	cl *kgo.Client
+	cl        *kgo.Client
+	waitLimit time.Duration // the longest wait for room (WithWaitLimit)
 
 	limit    int64        // records in flight at most: the client's kgo.MaxBufferedRecords - 1
 	buffered atomic.Int64 // records in flight (reserved, and not yet acknowledged or failed), of every task
@@ -52,8 +56,32 @@ type taskKey struct {
 	partition int32
 }
 
+// DefaultWaitLimit is the default of WithWaitLimit: as long as the runtime retries a broker
+// call it cannot go on without while the broker is out of reach (Kafka Streams'
+// task.timeout.ms).
+const DefaultWaitLimit = 5 * time.Minute
+
+// ErrNoRoom is matched by the error of a store write or an output that waited the Producer's
+// wait limit for room among its records in flight: the broker acknowledged too few records
+// meanwhile (it is away, or too slow). The write or output is not made.
+var ErrNoRoom = errors.New("changelog: no room in the producer")
+
+// ProducerOption configures a Producer.
+type ProducerOption func(*Producer)
+
+// WithWaitLimit bounds how long one record waits for room among the producer's records in
+// flight before its write or output fails (ErrNoRoom). Default DefaultWaitLimit; d <= 0
+// keeps it.
+func WithWaitLimit(d time.Duration) ProducerOption {
+	return func(p *Producer) {
+		if d > 0 {
+			p.waitLimit = d
+		}
+	}
+}
+
 // NewProducer returns a Producer over cl, after checking that cl honours record partitions.
-func NewProducer(cl *kgo.Client) (*Producer, error) {
+func NewProducer(cl *kgo.Client, opts ...ProducerOption) (*Producer, error) {
 	if cl == nil {
 		return nil, errors.New("changelog: nil kgo client")
 	}
@@ -68,8 +96,15 @@ func NewProducer(cl *kgo.Client) (*Producer, error) {
 	// One fewer: franz-go counts a record out only after its promise, which counts it out
 	// here first.
 	limit = max(limit-1, 1)
-	return &Producer{cl: cl, limit: limit, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}, nil
+	prod := &Producer{cl: cl, waitLimit: DefaultWaitLimit, limit: limit, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}
+	for _, o := range opts {
+		o(prod)
+	}
+	return prod, nil
 }
+
+// WaitLimit returns the longest a record waits for room (WithWaitLimit).
+func (p *Producer) WaitLimit() time.Duration { return p.waitLimit }
 
 // reserve takes a place for one record among the records in flight. It returns false when
 // there is none: then the caller may flush its queue (its records have their places) and
@@ -83,10 +118,12 @@ func (p *Producer) reserve() bool {
 }
 
 // await takes a place for one record, waiting for one while there is none, until ctx ends
-// (then it returns ctx's error and takes nothing).
+// (then it returns ctx's error) or for the wait limit (then an error matching ErrNoRoom),
+// taking nothing then.
 func (p *Producer) await(ctx context.Context) error {
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
+	var bound <-chan time.Time // made at the first wait: room is often there already
 	for {
 		p.roomMu.Lock()
 		if p.buffered.Add(1) <= p.limit {
@@ -102,10 +139,17 @@ func (p *Producer) await(ctx context.Context) error {
 		}
 		room := p.room
 		p.roomMu.Unlock()
+		if bound == nil {
+			t := time.NewTimer(p.waitLimit)
+			defer t.Stop()
+			bound = t.C
+		}
 		select {
 		case <-room:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-bound:
+			return fmt.Errorf("%w for %v: the broker acknowledged too few of its records meanwhile (is it away?)", ErrNoRoom, p.waitLimit)
 		}
 	}
 }

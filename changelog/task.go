@@ -206,14 +206,35 @@ func (t *Task) StoreTask() *store.Task { return t.st }
 // Dir returns the task's directory.
 func (t *Task) Dir() string { return t.st.Dir() }
 
+// WaitHook is told when one of a task's records waits for room among the producer's records
+// in flight (the slow path of a store write or an Output: the producer has as many records in
+// flight as its client may buffer), and when that wait ends. The runtime passes the task's
+// engine.HostWaits, which takes the wait off the time limit of the plugin call that writes or
+// emits.
+//
+// Both methods are called on the goroutine that writes or outputs, around the wait.
+type WaitHook interface {
+	// BeginWait is called when the wait begins. It returns the context of the plugin call
+	// in progress, or nil: a store write (which has no context of its own) stops waiting
+	// when it ends.
+	BeginWait() context.Context
+	// EndWait is called when the wait ends, whether there is room or not.
+	EndWait()
+}
+
+// SetWaitHook sets the hook told of the task's waits for room in the producer; nil removes
+// it. Call it before the task writes or outputs.
+func (t *Task) SetWaitHook(h WaitHook) { t.tr.hook = h }
+
 // Output produces a record to an output topic through the task's tracking: the next Commit waits for its acknowledgement.
 // Key, value and headers are copied. The record is queued with the task's changelog
 // records, in order, until the next Flush.
 //
 // While the producer has as many records in flight as the client may buffer
-// (kgo.MaxBufferedRecords), Output flushes the task's queue and waits for room; when ctx
-// ends first, it returns an error that wraps ctx's and names the record's topic and
-// partition, and the record is not produced.
+// (kgo.MaxBufferedRecords), Output flushes the task's queue and waits for room (telling the
+// task's WaitHook); when ctx ends first, it returns an error that wraps ctx's, and after the
+// producer's wait limit one that matches ErrNoRoom, both naming the record's topic and
+// partition and the producer's limit of records in flight; the record is not produced.
 func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 	if err := t.check(); err != nil {
 		return err

@@ -31,6 +31,7 @@ type tracker struct {
 	p      *Producer
 	closed bool // the task is closed (guarded by p.mu)
 
+	hook    WaitHook                 // told of the waits for room (Task.SetWaitHook); nil: none
 	promise func(*kgo.Record, error) // done, made once: a method value allocates at every use
 	mem     slab                     // the records and their bytes (the task's goroutine only)
 	queue   []queued                 // records not handed to the client yet (the task's goroutine only)
@@ -55,15 +56,49 @@ func newTracker(p *Producer) *tracker {
 	return t
 }
 
-// reserve takes the place of a record among the Producer's records in flight. When there is
-// none, it hands the queue to the client first (its records have theirs, and would otherwise
-// never free them), then waits until ctx ends.
+// reserve takes the place of a record that Task.Output produces among the Producer's records
+// in flight, waiting for one (awaitRoom) until ctx ends when there is none.
 func (t *tracker) reserve(ctx context.Context) error {
 	if t.p.reserve() {
 		return nil
 	}
+	return t.awaitRoom(ctx, false)
+}
+
+// reserveWrite takes the place of a store write's changelog record, waiting for one
+// (awaitRoom) until the context the task's hook gives ends when there is none.
+func (t *tracker) reserveWrite() error {
+	if t.p.reserve() {
+		return nil
+	}
+	return t.awaitRoom(context.Background(), true)
+}
+
+// awaitRoom is the slow path of reserve: there is no room. It hands the queue to the client
+// first (its records have their places, and would otherwise never free them), then waits
+// for a place (Producer.await: until ctx ends, or the wait limit), with the task's hook told
+// when the wait begins and ends. For a write, the hook's context (the plugin call's) ends the
+// wait too.
+func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
 	t.flush()
+	if h := t.hook; h != nil {
+		hctx := h.BeginWait()
+		defer h.EndWait()
+		if write && hctx != nil {
+			ctx = hctx
+		}
+	}
 	return t.p.await(ctx)
+}
+
+// unlogged records that a store write could not be logged: the write is in the store but
+// not in the changelog, so the task's next commit must fail (wait returns err).
+func (t *tracker) unlogged(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = err
+	}
 }
 
 // produce queues r, a record of the tracker's slab whose place is reserved; promise is
@@ -211,8 +246,13 @@ func (l *storeLog) take() (int64, bool) {
 	return o, o >= 0
 }
 
+// LogPut queues the changelog record of a put. When the producer has no room for it, it
+// waits (tracker.awaitRoom); a wait that ends without room (the plugin call's context ended,
+// or the wait limit passed: ErrNoRoom) fails the write, and the task's next commit.
 func (l *storeLog) LogPut(key, value []byte) error {
-	_ = l.tr.reserve(context.Background()) // never fails: it waits without a deadline
+	if err := l.tr.reserveWrite(); err != nil {
+		return l.noRoom(err)
+	}
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	// Neither is nil: compacted topics need a key, and a nil value is a tombstone.
@@ -221,13 +261,25 @@ func (l *storeLog) LogPut(key, value []byte) error {
 	return nil
 }
 
+// LogDelete queues the changelog record of a delete (a tombstone), as LogPut does.
 func (l *storeLog) LogDelete(key []byte) error {
-	_ = l.tr.reserve(context.Background())
+	if err := l.tr.reserveWrite(); err != nil {
+		return l.noRoom(err)
+	}
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	r.Key = l.tr.mem.copy(key)
 	l.tr.produce(l.stamp(r), l.promise)
 	return nil
+}
+
+// noRoom returns the error of a write whose changelog record found no room, after failing
+// the task's next commit with it.
+func (l *storeLog) noRoom(err error) error {
+	err = fmt.Errorf("changelog: write to %s partition %d: waiting for room among the producer's %d records in flight: %w",
+		l.topic, l.partition, l.tr.p.limit, err)
+	l.tr.unlogged(err)
+	return err
 }
 
 // stamp sets r's timestamp to the stream time when the store is windowed. Before the task's

@@ -38,8 +38,15 @@ type Config struct {
 	// the checks that make this possible into every module (package loopcheck; see the
 	// decision note 20261130_loop_checks.md). Default: DefaultBatchTimeout (10 s).
 	//
+	// The limit measures the guest's own running time and the host's work for it, but not
+	// the time a host function waits for room in a producer through the task's HostWaits
+	// (Task.Waits): a slow or absent broker does not make a batch time out (that wait has a
+	// bound of its own, the producer's). The call's context (the one host functions and the
+	// Emitter get) is canceled when the limit runs out, with the cause
+	// context.DeadlineExceeded.
+	//
 	// A negative value disables the limit. Canceling the context of ProcessBatch or
-	// Instantiate still stops the guest (ErrCanceled).
+	// Instantiate still stops the guest (ErrCanceled), and ends a paused wait at once.
 	BatchTimeout time.Duration
 
 	// Logger receives the engine's and the guests' log entries; the engine logs under the

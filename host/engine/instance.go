@@ -39,6 +39,10 @@ type Task struct {
 	// Logger is the base logger of the instance. Default: the engine's Config.Logger; the
 	// instance logs under the sub-logger "guest" with processor and partition set.
 	Logger hclog.Logger
+	// Waits, when set, lets the task's stores and Emitter take the time they wait for room in
+	// a producer off the time limit of the instance's guest calls (see HostWaits). Give every
+	// instance of a task the same one. Default nil: every moment of a call counts.
+	Waits *HostWaits
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -200,7 +204,7 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 		WithStderr(&in.stderr)
 	guest, err := m.eng.rt.InstantiateModule(&callCtx{Context: ctx, in: in}, m.compiled, cfg)
 	if err != nil {
-		return nil, in.failure(ctx, nil, err, 0, false)
+		return nil, in.failure(ctx, nil, nil, err, 0, false)
 	}
 	global, ok := guest.ExportedGlobal(interruptExport).(api.MutableGlobal)
 	if !ok {
@@ -267,25 +271,38 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	if stack == nil {
 		stack = buf[:]
 	}
-	cctx, cancel := in.deadline(ctx)
-	disarm := in.intr.watch(cctx)
-	err := fn.CallWithStack(&callCtx{Context: cctx, in: in}, stack)
-	interrupted := disarm()
-	done := cctx.Err()
-	cancel()
+	cctx, cancel := in.intr.arm(ctx, in.mod.eng.cfg.BatchTimeout)
+	c := &callCtx{Context: cctx, in: in}
+	waits := in.task.Waits
+	if waits != nil {
+		waits.running.Store(c)
+	}
+	err := fn.CallWithStack(c, stack)
+	if waits != nil {
+		waits.running.Store(nil)
+	}
+	interrupted := in.intr.disarm()
+	// done is the call context's end, cause why: context.DeadlineExceeded for the time limit.
+	var done, cause error
+	if done = cctx.Err(); done != nil {
+		cause = context.Cause(cctx)
+	}
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
 	in.closeIterators()
 	in.stdout.flush()
 	in.stderr.flush()
 	switch {
 	case err != nil:
-		err = in.failure(ctx, done, err, 0, interrupted)
+		err = in.failure(ctx, done, cause, err, 0, interrupted)
 	case in.guest.IsClosed():
 		// The guest called proc_exit(0), which wazero may report as success. It may have
 		// exited because a host function gave up at the deadline (an emit that timed out):
 		// failure tells, as when wazero reports the exit.
-		err = in.failure(ctx, done, sys.NewExitError(0), 0, false)
+		err = in.failure(ctx, done, cause, sys.NewExitError(0), 0, false)
 	case api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
-		err = in.failure(ctx, done, nil, api.DecodeI32(stack[0]), false)
+		err = in.failure(ctx, done, cause, nil, api.DecodeI32(stack[0]), false)
 	case in.batch != nil && in.last != len(in.batch)-1:
 		// Success needs every record taken; the final record_next that returns 0 is optional.
 		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
@@ -299,28 +316,21 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	return err
 }
 
-// deadline returns ctx bounded by the batch time limit.
-func (in *Instance) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if t := in.mod.eng.cfg.BatchTimeout; t > 0 {
-		return context.WithTimeout(ctx, t)
-	}
-	return ctx, func() {}
-}
-
 // failure classifies a failed guest call: callErr is the error of the call, or nil when the
-// guest returned code; done is the error of the call's context when the call ended;
+// guest returned code; done is the error of the call's context when the call ended, and
+// cause its context.Cause (context.DeadlineExceeded when the time limit ran out);
 // interrupted reports that the interrupter stopped the guest (the trap is its check's).
-func (in *Instance) failure(ctx context.Context, done, callErr error, code int32, interrupted bool) *GuestError {
-	if in.hostErr != nil && done != nil && errors.Is(in.hostErr, done) {
+func (in *Instance) failure(ctx context.Context, done, cause, callErr error, code int32, interrupted bool) *GuestError {
+	if in.hostErr != nil && done != nil && (errors.Is(in.hostErr, done) || errors.Is(in.hostErr, cause)) {
 		// A host function (an Emitter under backpressure) gave up because the call's
-		// deadline passed or its context was canceled: that is where the call was stuck,
+		// time limit ran out or its context was canceled: that is where the call was stuck,
 		// whether the guest then returned or wazero stopped it.
 		kind := ErrTimeout
-		if !errors.Is(done, context.DeadlineExceeded) {
+		if !errors.Is(cause, context.DeadlineExceeded) {
 			kind = ErrCanceled
 		}
-		// in.hostKind (ErrEmit) stays in the chain: the caller can tell a host function's
-		// wait (a producer under backpressure) from a guest that ran too long.
+		// in.hostKind (ErrEmit, ErrStore) stays in the chain: the caller can tell a host
+		// function's wait (a producer under backpressure) from a guest that ran too long.
 		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr)))
 	}
 	if callErr == nil {
@@ -331,9 +341,15 @@ func (in *Instance) failure(ctx context.Context, done, callErr error, code int32
 	}
 	var exit *sys.ExitError
 	errors.As(callErr, &exit)
+	if in.hostErr != nil {
+		// The guest died after a host function failed (maybe of it: a Go guest that panics
+		// on a failed write). The kind is the guest's; the host's failure stays in the chain,
+		// so that the caller can tell, e.g., a producer that had no room.
+		callErr = errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr))
+	}
 	switch {
-	case interrupted && errors.Is(done, context.DeadlineExceeded):
-		return in.newError(ErrTimeout, 0, fmt.Errorf("stopped at the batch time limit (%w): %w", done, callErr))
+	case interrupted && errors.Is(cause, context.DeadlineExceeded):
+		return in.newError(ErrTimeout, 0, fmt.Errorf("stopped at the batch time limit (%w): %w", cause, callErr))
 	case interrupted:
 		return in.newError(ErrCanceled, 0, errors.Join(fmt.Errorf("stopped: %w", callErr), context.Cause(ctx)))
 	// What the Go runtime printed decides first: a panic near the memory limit is a panic.

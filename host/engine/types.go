@@ -46,11 +46,13 @@ type OutputRecord struct {
 // rec's Key and Value are views of guest memory, valid only during Emit: an Emitter copies
 // what it keeps (its Headers are the Emitter's). Emit is called on the goroutine running
 // ProcessBatch, from inside the guest call. ctx is
-// that call's context: it carries the batch deadline (Config.BatchTimeout) and the caller's
-// cancellation. wazero cannot interrupt a host function, so an Emit that blocks (producer
-// backpressure) must return when ctx is done, with ctx.Err() or an error wrapping it; the
-// batch then fails with ErrTimeout or ErrCanceled. Any other error fails the batch with
-// ErrEmit.
+// that call's context: the time limit (Config.BatchTimeout) and the caller's cancellation
+// end it (the limit with the cause context.DeadlineExceeded). wazero cannot interrupt a host
+// function, so an Emit that blocks (producer backpressure) must return when ctx is done, with
+// ctx.Err(), its cause or an error wrapping either; the batch then fails with ErrTimeout or
+// ErrCanceled (ErrEmit in the chain). An Emit that waits for room through the task's
+// HostWaits (Task.Waits) does not use up the limit meanwhile. Any other error fails the batch
+// with ErrEmit.
 type Emitter interface {
 	Emit(ctx context.Context, rec OutputRecord) error
 }

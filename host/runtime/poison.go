@@ -64,6 +64,12 @@ func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 	if !errors.As(err, &ge) || ge.Offset < 0 {
 		return nil, "", false
 	}
+	if errors.Is(ge, changelog.ErrNoRoom) {
+		// A write or emit waited for room in the producer for its whole wait limit (the
+		// broker is away): whatever the guest did then, not the record's fault (and a write
+		// that could not be logged fails the task's commit anyway).
+		return ge, "", false
+	}
 	switch ge.Kind {
 	case engine.ErrGuestFailed:
 		return ge, "error", true
@@ -77,8 +83,11 @@ func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 		return ge, "out_of_memory", true
 	case engine.ErrTimeout:
 		if errors.Is(ge, engine.ErrEmit) {
-			// An emit waited for the producer (a broker away, a full buffer) until the
-			// deadline: not the record's fault, and no retry alone would fix it.
+			// An emit gave up waiting for the producer (a broker away, a full buffer) at the
+			// deadline: not the record's fault, and no retry alone would fix it. The task's
+			// own waits for room are not charged to the time limit (engine.HostWaits), so
+			// this is an Emitter that waits otherwise, or a limit that had run out in guest
+			// code as the wait began; stopping is the safe side either way.
 			return ge, "", false
 		}
 		return ge, "timeout", true

@@ -68,6 +68,16 @@ type Options struct {
 	// file that changes on disk is deployed to the processors that run it (Deploy), 500ms after
 	// its last change.
 	NoWatch bool
+
+	// For the tests of the package:
+	// batchTimeout is the engine's Config.BatchTimeout (default: the engine's, 10s);
+	batchTimeout time.Duration
+	// producerOpts are added to the options of the client that produces the tasks' records
+	// (e.g. a small kgo.MaxBufferedRecords);
+	producerOpts []kgo.Opt
+	// producerWaitLimit bounds a record's wait for room in the producer (default
+	// brokerRetryLimit; changelog.WithWaitLimit).
+	producerWaitLimit time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -235,7 +245,8 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		}
 		return nil, fmt.Errorf("runtime: open state directory %s: %w", dir, err)
 	}
-	r.eng, err = engine.New(ctx, engine.Config{CacheDir: filepath.Join(dir, "wasm-cache"), Logger: opts.Logger})
+	r.eng, err = engine.New(ctx, engine.Config{CacheDir: filepath.Join(dir, "wasm-cache"), Logger: opts.Logger,
+		BatchTimeout: opts.batchTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: start the wasm engine: %w", err)
 	}
@@ -368,15 +379,15 @@ func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
-	r.prodCl, err = kgo.NewClient(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
-		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook())...)
+	r.prodCl, err = kgo.NewClient(append(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
+		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook()), r.opts.producerOpts...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
 	r.adm = kadm.NewClient(r.prodCl)
 	eos := r.cfg.Guarantee == config.ExactlyOnce
 	if !eos { // under exactly-once the group consumer is the producer (newConsumer)
-		if r.producer, err = changelog.NewProducer(r.prodCl); err != nil {
+		if r.producer, err = changelog.NewProducer(r.prodCl, changelog.WithWaitLimit(r.producerWaitLimit())); err != nil {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
@@ -391,6 +402,17 @@ func (r *Runtime) connect() error {
 	// tasks never waits for them, nor they for it.
 	r.followCl, r.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}}, r.opts.Logger.Named("standby"))
 	return err
+}
+
+// producerWaitLimit bounds a record's wait for room among the producer's records in flight:
+// brokerRetryLimit, as for the other broker calls the runtime cannot go on without. Under
+// exactly-once, whose producer txn.go creates with changelog's default, that is the same
+// 5 minutes (changelog.DefaultWaitLimit).
+func (r *Runtime) producerWaitLimit() time.Duration {
+	if r.opts.producerWaitLimit > 0 {
+		return r.opts.producerWaitLimit
+	}
+	return brokerRetryLimit
 }
 
 // newRestorer creates a restore client (the client id <application_id>-<name>) and its
@@ -474,6 +496,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.OnPartitionsLost(r.onLost),
 	}
 	if r.cfg.Guarantee == config.ExactlyOnce {
+		opts = append(opts, r.opts.producerOpts...) // the group consumer is the producer
 		if err := r.newTransactSession(ctx, opts); err != nil {
 			return err
 		}

@@ -59,6 +59,11 @@ type task struct {
 	mod  *engine.Module // the module inst runs
 	rt   *Runtime
 
+	// waits takes the task's waits for room in the producer off the time limit of the guest
+	// call in progress, whichever instance of the task runs it (the changelog task's hook,
+	// and every instance's engine.Task.Waits).
+	waits *engine.HostWaits
+
 	// last is the last record processed per input topic since the last commit; nil entries
 	// are not kept. The loop fills it, commits read and clear it.
 	last  map[string]*kgo.Record
@@ -108,8 +113,15 @@ func (t *task) startModule(ctx context.Context, mod *engine.Module) error {
 	return nil
 }
 
-// engineTask describes the task to the engine: its stores, outputs and stream time.
+// engineTask describes the task to the engine: its stores, outputs and stream time, and the
+// HostWaits its changelog task tells of its waits for room in the producer (set here, where
+// every instance of the task starts, whether the task opened its stores or took a promoted
+// standby's).
 func (t *task) engineTask() engine.Task {
+	if t.waits == nil {
+		t.waits = &engine.HostWaits{}
+	}
+	t.cl.SetWaitHook(t.waits)
 	et := engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
@@ -120,6 +132,7 @@ func (t *task) engineTask() engine.Task {
 		Outputs:   t.proc.cfg.Outputs,
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
+		Waits:     t.waits,
 	}
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		if t.guard == nil {
@@ -266,8 +279,9 @@ func (t *task) close() error {
 // emitter produces a task's emitted records to their output topics, partitioned by key.
 type emitter struct{ t *task }
 
-// Emit waits while the producer is full, until ctx (the plugin call's: its deadline and
-// cancellation) ends.
+// Emit waits while the producer is full (through the task's HostWaits: the wait is not
+// charged to the plugin call's time limit), until there is room, ctx (the plugin call's)
+// ends, or the producer's wait limit passes.
 func (e emitter) Emit(ctx context.Context, rec engine.OutputRecord) error {
 	if g := e.t.guard; g != nil && g.active {
 		return g.emit(ctx, rec) // held back until the record is done (poison.go)
@@ -276,7 +290,7 @@ func (e emitter) Emit(ctx context.Context, rec engine.OutputRecord) error {
 }
 
 // output produces an emitted record to its output topic, partitioned by key. It waits while
-// the producer is full, until ctx ends.
+// the producer is full, until there is room, ctx ends, or the producer's wait limit passes.
 func (t *task) output(ctx context.Context, rec engine.OutputRecord) error {
 	n, ok := t.rt.outParts[rec.Topic]
 	if !ok {
