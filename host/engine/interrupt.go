@@ -18,17 +18,17 @@ const interruptExport = "statehost.interrupt"
 
 // instrument adds the loop checks to wasm. A binary it cannot walk is malformed: wazero's
 // error on the original then says how, else (a bug here) the instrumentation's.
-func (e *Engine) instrument(ctx context.Context, name string, wasm []byte) ([]byte, error) {
+func (e *Engine) instrument(ctx context.Context, name string, wasm []byte) (loopcheck.Result, error) {
 	res, err := loopcheck.Instrument(wasm, interruptExport)
 	if err == nil {
-		return res.Wasm, nil
+		return res, nil
 	}
 	cm, cerr := e.rt.CompileModule(ctx, wasm)
 	if cerr != nil {
-		return nil, fmt.Errorf("engine: %s: compile: %w", name, cerr)
+		return loopcheck.Result{}, fmt.Errorf("engine: %s: compile: %w", name, cerr)
 	}
 	_ = cm.Close(ctx)
-	return nil, &ModuleError{Module: name, Problems: []string{"cannot be instrumented for the batch time limit: " + err.Error()}}
+	return loopcheck.Result{}, &ModuleError{Module: name, Problems: []string{"cannot be instrumented for the batch time limit: " + err.Error()}}
 }
 
 // interrupter stops an instance's running guest call when the call's context is done or its

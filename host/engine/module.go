@@ -72,13 +72,13 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 	if err != nil {
 		return nil, err
 	}
-	cm, err := e.rt.CompileModule(ctx, checked)
+	cm, err := e.rt.CompileModule(ctx, checked.Wasm)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %s: compile: %w", name, err)
 	}
 	m := &Module{eng: e, name: name, hash: hex.EncodeToString(sum[:]), compiled: cm}
 	problems := e.validate(cm)
-	if startSection(wasm) {
+	if checked.Start {
 		// wazero runs a start function on every instantiation, without a way to turn it off
 		// (WithStartFunctions only governs exported ones like _initialize): the link check
 		// below would run guest code.
@@ -108,43 +108,6 @@ func (e *Engine) linkCheck(ctx context.Context, cm wazero.CompiledModule) error 
 		return err
 	}
 	return probe.Close(context.WithoutCancel(ctx))
-}
-
-// startSection reports whether the WebAssembly binary wasm has a start section. It walks
-// the section headers: the magic and version (8 bytes), then for each section an id byte
-// and the payload size as an unsigned LEB128. A binary it cannot walk yields false: Compile
-// calls it only on binaries wazero has decoded.
-func startSection(wasm []byte) bool {
-	const headerSize = 8     // "\0asm" and version 1
-	const startSectionID = 8 // the section ids: 0 custom, 1 type, ..., 8 start, ...
-	if len(wasm) < headerSize {
-		return false
-	}
-	for b := wasm[headerSize:]; len(b) > 0; {
-		id := b[0]
-		size, n := uleb128(b[1:])
-		if n == 0 || uint64(len(b)-1-n) < size {
-			return false
-		}
-		if id == startSectionID {
-			return true
-		}
-		b = b[1+n+int(size):]
-	}
-	return false
-}
-
-// uleb128 decodes an unsigned LEB128 of at most 32 bits at the start of b and returns it
-// and its length, or a length of 0 if b does not begin with one.
-func uleb128(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 5; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }
 
 // validate returns every way in which cm breaks the ABI's module requirements.

@@ -33,6 +33,7 @@ const (
 	secMemory = 5
 	secGlobal = 6
 	secExport = 7
+	secStart  = 8
 	secCode   = 10
 )
 
@@ -52,6 +53,7 @@ type Result struct {
 	Loops int    // the number of loops checked
 	Calls int    // the number of function entries checked
 	Exits bool   // the guest leaves its compiled code when the budget runs out (it has a memory)
+	Start bool   // the module has a start section (a function run at every instantiation)
 }
 
 type section struct {
@@ -97,7 +99,7 @@ func Instrument(wasm []byte, export string) (Result, error) {
 			return Result{}, fmt.Errorf("global section: %w", err)
 		}
 	}
-	res := Result{Stop: imported + defined, Exits: hasMemory}
+	res := Result{Stop: imported + defined, Exits: hasMemory, Start: find(secs, secStart) != nil}
 
 	global := addGlobals(find(secs, secGlobal))
 	exports, err := addExport(find(secs, secExport), export, res.Stop)
