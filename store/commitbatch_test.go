@@ -156,10 +156,17 @@ func TestCommitKeepsLastWrite(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m = openManager(t, dir)
+	checkReopened(t, dir, want, 5)
+}
+
+// checkReopened opens the Manager on dir again and checks that the store "s" of task p_0
+// holds exactly want, with the checkpoint offset ckpt.
+func checkReopened(t *testing.T, dir string, want map[string]string, ckpt int64) {
+	t.Helper()
+	m := openManager(t, dir)
 	defer m.Close()
-	task, _ = m.OpenTask("p", 0)
-	s, _ = task.Open("s", Options{Changelog: discardLog{}})
+	task, _ := m.OpenTask("p", 0)
+	s, _ := task.Open("s", Options{Changelog: discardLog{}})
 	got := map[string]string{}
 	it, err := s.Range(nil, nil)
 	if err != nil {
@@ -172,22 +179,22 @@ func TestCommitKeepsLastWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
-		t.Fatalf("%d keys after the commits, want %d", len(got), len(want))
+		t.Fatalf("%d keys after a reopen, want %d", len(got), len(want))
 	}
 	for k, v := range want {
 		if got[k] != v {
 			t.Fatalf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	if cp, ok, _ := task.Partition("s").Checkpoint(); !ok || cp.Offset != 5 {
-		t.Fatalf("checkpoint %d %v, want 5", cp.Offset, ok)
+	if cp, ok, _ := task.Partition("s").Checkpoint(); !ok || cp.Offset != ckpt {
+		t.Fatalf("checkpoint %d %v, want %d", cp.Offset, ok, ckpt)
 	}
 }
 
 // TestRestoreKeepsLastWrite checks a restore of changelog batches that write the same keys
 // several times, in random order or after a run of distinct keys, with deletes among them:
-// each batch is applied sorted and deduplicated, and what a fresh reader of the database sees after a reopen must be each
-// key's last write, with the last batch's checkpoint.
+// each batch is applied sorted and deduplicated, and what a fresh reader of the database
+// sees after a reopen must be each key's last write, with the last batch's checkpoint.
 func TestRestoreKeepsLastWrite(t *testing.T) {
 	dir := t.TempDir()
 	m := openManager(t, dir)
@@ -225,30 +232,5 @@ func TestRestoreKeepsLastWrite(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m = openManager(t, dir)
-	defer m.Close()
-	task, _ = m.OpenTask("p", 0)
-	s, _ := task.Open("s", Options{Changelog: discardLog{}})
-	got := map[string]string{}
-	it, err := s.Range(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for it.Next() {
-		got[string(it.Key())] = string(it.Value())
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d keys after the restore, want %d", len(got), len(want))
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("%s = %q, want %q", k, got[k], v)
-		}
-	}
-	if cp, ok, _ := task.Partition("s").Checkpoint(); !ok || cp.Offset != offset-1 {
-		t.Fatalf("checkpoint %d %v, want %d", cp.Offset, ok, offset-1)
-	}
+	checkReopened(t, dir, want, offset-1)
 }
