@@ -3,8 +3,6 @@ package store
 import (
 	"bytes"
 	"iter"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,17 +122,20 @@ func (s *logging) Range(start, end []byte) (Iterator, error) { return s.inner.Ra
 func (s *logging) Prefix(prefix []byte) (Iterator, error)    { return s.inner.Prefix(prefix) }
 
 // coalescing holds the writes of a commit interval, one entry per key, and
-// passes them down in key order when the task flushes: only the last value
-// of each key reaches the layers below, like Kafka Streams' record cache.
+// passes them down when the task flushes, in the order their keys were first
+// written in the interval: only the last value of each key reaches the layers
+// below, like Kafka Streams' record cache (which flushes its dirty keys in that
+// order too).
 //
 // The entries live in a hash map, which point reads and writes use. Key order is needed only
-// by iterators and the flush: the first iterator of an interval builds an ordered copy of the
-// keys (sorted), which the writes then keep up to date until the flush; a store that is only
-// read and written by key never pays for ordered inserts.
+// by iterators: the first iterator of an interval builds an ordered copy of the entries
+// (sorted), which the writes then keep up to date until the flush; a store that is only read
+// and written by key never pays for ordered inserts.
 type coalescing struct {
 	t      *Task
 	inner  Store
 	dirty  map[string]memEntry
+	keys   []string                             // dirty's keys, in the order they were first written
 	sorted *btreemap.BTreeMap[string, memEntry] // nil until an iterator needs key order
 	peak   int                                  // the most keys dirty held since it was made
 	bytes  int64
@@ -179,10 +180,14 @@ func (c *coalescing) Delete(key []byte) error {
 }
 
 func (c *coalescing) set(key []byte, e memEntry) {
-	if old, ok := c.dirty[string(key)]; ok {
+	old, had := c.dirty[string(key)]
+	if had {
 		c.bytes -= int64(len(key) + len(old.value) + entryOverhead)
 	}
 	k := string(key) // a copy: the key is the caller's
+	if !had {
+		c.keys = append(c.keys, k)
+	}
 	c.dirty[k] = e
 	if c.sorted != nil {
 		c.sorted.ReplaceOrInsert(k, e)
@@ -223,28 +228,18 @@ func (c *coalescing) iter(start, end []byte, open func() (Iterator, error)) (Ite
 	return it, nil
 }
 
-// flush passes the held writes down in key order and empties the cache.
+// flush passes the held writes down, in the order their keys were first written, and empties
+// the cache.
 func (c *coalescing) flush() error {
-	if len(c.dirty) == 0 {
-		return nil
-	}
-	pass := func(k string, e memEntry) error {
-		if e.deleted {
-			return c.inner.Delete([]byte(k))
+	for _, k := range c.keys {
+		var err error
+		if e := c.dirty[k]; e.deleted {
+			err = c.inner.Delete([]byte(k))
+		} else {
+			err = c.inner.Put([]byte(k), e.value)
 		}
-		return c.inner.Put([]byte(k), e.value)
-	}
-	if c.sorted != nil {
-		for k, e := range c.sorted.Ascend(btreemap.Min[string](), btreemap.Max[string]()) {
-			if err := pass(k, e); err != nil {
-				return err
-			}
-		}
-	} else {
-		for _, k := range slices.Sorted(maps.Keys(c.dirty)) {
-			if err := pass(k, c.dirty[k]); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
 	c.clear()
@@ -257,9 +252,11 @@ func (c *coalescing) clear() {
 	n := len(c.dirty)
 	c.peak = max(c.peak, n)
 	if c.peak > coalescingKeepKeys && n < c.peak/4 {
-		c.dirty, c.peak = make(map[string]memEntry, n), n
+		c.dirty, c.keys, c.peak = make(map[string]memEntry, n), nil, n
 	} else {
 		clear(c.dirty)
+		clear(c.keys)
+		c.keys = c.keys[:0]
 	}
 	c.sorted = nil
 	c.bytes = 0
