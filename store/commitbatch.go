@@ -104,7 +104,7 @@ func (s *keySorter) sorted() []writeOrder {
 	// The writes of one key compare equal, whatever their positions: the sort then puts
 	// them together at the cost of one partition (pdqsort's handling of equal elements),
 	// where a tie broken by position would sort them too.
-	slices.SortFunc(order, func(a, b writeOrder) int {
+	compare := func(a, b writeOrder) int {
 		if a.w0 != b.w0 {
 			return cmp.Compare(a.w0, b.w0)
 		}
@@ -112,12 +112,13 @@ func (s *keySorter) sorted() []writeOrder {
 			return cmp.Compare(a.w1, b.w1)
 		}
 		return bytes.Compare(s.key(a.i), s.key(b.i))
-	})
+	}
+	slices.SortFunc(order, compare)
 	n := 0
 	for j := 0; j < len(order); {
 		// The writes of one key, in any order: the last one made holds.
 		last := order[j]
-		for j++; j < len(order) && order[j].w0 == last.w0 && order[j].w1 == last.w1 && bytes.Equal(s.key(order[j].i), s.key(last.i)); j++ {
+		for j++; j < len(order) && compare(order[j], last) == 0; j++ {
 			if order[j].i > last.i {
 				last = order[j]
 			}
