@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,6 +85,7 @@ func TestHostilePrebuiltCurrent(t *testing.T) {
 // hostileApp is an application of processors that run the hostile guest.
 type hostileApp struct {
 	id             string // application_id; "": "hostile"
+	admin          string // admin listen address; "": a free port of 127.0.0.1 (write sets it)
 	guarantee      string // processing_guarantee; "": the default
 	commitInterval time.Duration
 	topics         map[string]int // topic blocks: name -> partitions
@@ -90,7 +94,7 @@ type hostileApp struct {
 }
 
 // hostileProc is a processor of a hostileApp: it reads input, emits to output and counts in
-// its store "counts".
+// its store counts<i>, i its place in hostileApp.procs from 1.
 type hostileProc struct {
 	name, input, output string
 	onError             string // on_error; "": the default (fail)
@@ -106,9 +110,12 @@ func (a hostileApp) appID() string {
 
 // write writes the configuration for the broker at addr into dir as app.hcl and returns its
 // path; the state directory is dir/state.
-func (a hostileApp) write(t testing.TB, dir, addr string) string {
+func (a *hostileApp) write(t *testing.T, dir, addr string) string {
 	t.Helper()
 	mod := hostileModule(t)
+	if a.admin == "" {
+		a.admin = freeAddr(t)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "application_id = %q\nstate_dir = %q\n", a.appID(), filepath.Join(dir, "state"))
 	if a.guarantee != "" {
@@ -118,16 +125,16 @@ func (a hostileApp) write(t testing.TB, dir, addr string) string {
 		fmt.Fprintf(&b, "commit_interval = %q\n", a.commitInterval.String())
 	}
 	b.WriteString(a.top)
-	fmt.Fprintf(&b, "\nkafka {\n  brokers = [%q]\n}\nadmin {\n  listen = \"127.0.0.1:0\"\n}\n", addr)
+	fmt.Fprintf(&b, "\nkafka {\n  brokers = [%q]\n}\nadmin {\n  listen = %q\n}\n", addr, a.admin)
 	for name, n := range a.topics {
 		fmt.Fprintf(&b, "topic %q {\n  partitions = %d\n}\n", name, n)
 	}
-	for _, p := range a.procs {
+	for i, p := range a.procs {
 		fmt.Fprintf(&b, "processor %q {\n  module = %q\n  inputs = [%q]\n  outputs = [%q]\n", p.name, mod, p.input, p.output)
 		if p.onError != "" {
 			fmt.Fprintf(&b, "  on_error = %q\n", p.onError)
 		}
-		fmt.Fprintf(&b, "%s\n  store \"counts\" {}\n}\n", p.extra)
+		fmt.Fprintf(&b, "%s\n  store \"counts%d\" {}\n}\n", p.extra, i+1)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -179,4 +186,38 @@ func produceKeyed(t testing.TB, addr, topic string, recs ...keyed) {
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
 	}
+}
+
+// metricSum scrapes GET /metrics of the admin listener at admin and returns the sum of the
+// series of the counter or gauge name whose labels have the values of labelValues (name,
+// value, name, value...); an error when the listener does not answer (not up yet).
+func metricSum(admin, name string, labelValues ...string) (float64, error) {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("GET /metrics: %w", err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(labelValues); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || l.GetName() == labelValues[i] && l.GetValue() == labelValues[i+1]
+			}
+			ok = ok && found
+		}
+		if ok {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum, nil
 }

@@ -10,7 +10,7 @@ func TestHostileGuestCounts(t *testing.T) {
 	dir := t.TempDir()
 	br := startBrokerProcess(t, bin, dir+"/broker")
 	createTopics(t, br.addr, map[string]int{"in": 2, "out": 2})
-	app := hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out"}}}
+	app := &hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out"}}}
 	cfg := app.write(t, dir, br.addr)
 	produceKeyed(t, br.addr, "in", keyed{"a", "", 0}, keyed{"a", "x", 0}, keyed{"b", "", 1})
 	p := startApp(t, bin, cfg, "app")

@@ -2,8 +2,10 @@
  * hostile: a C guest for the process tests of bad records (hardening_test.go and its
  * siblings). It counts its records like count_c, unless the record's value is one of the
  * commands below, so that one processor can take healthy and hostile records side by side.
+ * Its store is the first of "counts", "counts1" .. "counts4" that the processor has (store
+ * names are unique in an application).
  *
- *   (anything else)    count the key in the store "counts" and emit key -> the new count
+ *   (anything else)    count the key in its store and emit key -> the new count
  *   loop               loop forever (the batch time limit stops it)
  *   put N              state_put a value of N bytes under the key "big", then count
  *   putkey N           state_put "v" under a key of N bytes, then count the record's key
@@ -76,8 +78,12 @@ static uint8_t *filled(long n) {
 }
 
 SH_EXPORT("statehost_init") int32_t statehost_init(void) {
-	counts = sh_store_open("counts", 6);
-	return counts < 0 ? fail("hostile: cannot open store \"counts\"") : SH_OK;
+	/* Store names are unique in an application: each processor has one of these. */
+	static const char *names[] = {"counts", "counts1", "counts2", "counts3", "counts4"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0] && counts < 0; i++) {
+		counts = sh_store_open(names[i], (int32_t)strlen(names[i]));
+	}
+	return counts < 0 ? fail("hostile: the processor has none of the stores counts, counts1..counts4") : SH_OK;
 }
 
 /* number parses the decimal number at p into *v, counting it in *args when there is one. */
