@@ -46,6 +46,11 @@ type Producer struct {
 	roomMu   sync.Mutex
 	room     chan struct{} // closed when a record leaves while producers wait (guarded by roomMu)
 
+	// handOvers is held shared by every flush of a task's queue to the client, and
+	// exclusively by HoldHandOvers: under exactly-once, no record reaches the client while a
+	// transaction ends (franz-go forbids Produce concurrently with End and Begin).
+	handOvers sync.RWMutex
+
 	mu       sync.Mutex
 	owners   map[string]string    // store name -> processor
 	trackers map[taskKey]*tracker // open tasks, and closed ones with records in flight
@@ -101,6 +106,15 @@ func NewProducer(cl *kgo.Client, opts ...ProducerOption) (*Producer, error) {
 		o(prod)
 	}
 	return prod, nil
+}
+
+// HoldHandOvers keeps every task's queued records from reaching the client until release is
+// called: a flush that begins meanwhile waits. The runtime holds it while a transaction ends
+// and the next one begins, and reads Task.HandedOver of the tasks it leaves out of the
+// transaction while it holds it.
+func (p *Producer) HoldHandOvers() (release func()) {
+	p.handOvers.Lock()
+	return p.handOvers.Unlock
 }
 
 // WaitLimit returns the longest a record waits for room (WithWaitLimit).

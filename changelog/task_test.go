@@ -122,3 +122,48 @@ func TestInFlightRecordsOfClosedTask(t *testing.T) {
 		t.Fatalf("changelog when the task reopened: %+v", got)
 	}
 }
+
+// TestHoldHandOvers checks that a task's queued records reach the client only while the
+// producer's hand-overs are not held, and that HandedOver tells when they did, until the next
+// Prepare.
+func TestHoldHandOvers(t *testing.T) {
+	e := newEnv(t, 3)
+	task := e.open(t, 0, StoreSpec{Name: "kv"})
+	if err := task.Store("kv").Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := task.HandedOver(); ok {
+		t.Fatal("HandedOver before any flush")
+	}
+	release := e.prod.HoldHandOvers()
+	flushed := make(chan struct{})
+	go func() {
+		task.Flush()
+		close(flushed)
+	}()
+	// The flush waits for the release; nothing can tell "not yet" from "never" but the
+	// release below, after which it must finish.
+	select {
+	case <-flushed:
+		t.Fatal("Flush handed records over while hand-overs were held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, ok := task.HandedOver(); ok {
+		t.Fatal("HandedOver while the flush waits")
+	}
+	release()
+	<-flushed
+	if _, ok := task.HandedOver(); !ok {
+		t.Fatal("HandedOver false after the flush")
+	}
+	if _, err := task.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := task.HandedOver(); ok {
+		t.Fatal("HandedOver after Prepare")
+	}
+	task.Flush() // nothing queued: nothing handed over
+	if _, ok := task.HandedOver(); ok {
+		t.Fatal("HandedOver after an empty flush")
+	}
+}

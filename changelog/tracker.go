@@ -37,7 +37,8 @@ type tracker struct {
 	queue   []queued                 // records not handed to the client yet (the task's goroutine only)
 	dirty   bool                     // records were produced since the last wait (the task's goroutine only)
 
-	pending atomic.Int64 // records queued or in flight: not yet acknowledged or failed
+	pending    atomic.Int64 // records queued or in flight: not yet acknowledged or failed
+	handedOver atomic.Int64 // when records were first handed to the client since the last Task.Prepare (UnixNano); 0: not yet
 
 	mu   sync.Mutex
 	idle chan struct{} // made by a waiting wait; closed by the promise that brings pending to 0
@@ -77,17 +78,17 @@ func (t *tracker) reserveWrite() error {
 // awaitRoom is the slow path of reserve: there is no room. It hands the queue to the client
 // first (its records have their places, and would otherwise never free them), then waits
 // for a place (Producer.await: until ctx ends, or the wait limit), with the task's hook told
-// when the wait begins and ends. For a write, the hook's context (the plugin call's) ends the
-// wait too.
+// when the wait begins (before the hand-over, which may wait for HoldHandOvers) and ends. For
+// a write, the hook's context (the plugin call's) ends the wait too.
 func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
-	t.flush()
 	if h := t.hook; h != nil {
-		hctx := h.BeginWait()
+		hctx := h.BeginWait() // the flush too may wait (HoldHandOvers)
 		defer h.EndWait()
 		if write && hctx != nil {
 			ctx = hctx
 		}
 	}
+	t.flush()
 	return t.p.await(ctx)
 }
 
@@ -113,14 +114,25 @@ func (t *tracker) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 // kept while the flushes use a quarter of it.
 const maxIdleQueue = 4096
 
-// flush hands the queued records to the client, in order. It never blocks: their places
-// are reserved.
+// flush hands the queued records to the client, in order. It never waits for the client
+// (their places are reserved), only while the Producer's HoldHandOvers is held.
 func (t *tracker) flush() {
 	n := len(t.queue)
+	if n == 0 {
+		if cap(t.queue) > maxIdleQueue {
+			t.queue = nil
+		}
+		return
+	}
+	t.p.handOvers.RLock()
+	if t.handedOver.Load() == 0 {
+		t.handedOver.Store(time.Now().UnixNano())
+	}
 	for i, q := range t.queue {
 		t.p.cl.Produce(context.Background(), q.r, q.promise)
 		t.queue[i] = queued{}
 	}
+	t.p.handOvers.RUnlock()
 	t.queue = t.queue[:0]
 	if c := cap(t.queue); c > maxIdleQueue && n < c/4 {
 		t.queue = nil
