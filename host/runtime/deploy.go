@@ -159,7 +159,7 @@ func (r *Runtime) switchProgress(p *processor, mod *engine.Module) (done, left i
 		return 0, 0, p.switchErr
 	}
 	for _, t := range r.tasks {
-		if t.proc == p && t.state == stateRunning && t.inst != nil {
+		if t.proc == p && t.state == stateRunning && t.mod != nil {
 			if t.mod == mod {
 				done++
 			} else {
@@ -229,13 +229,13 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // Options.Workers at a time), each over its task's open stores. A task that cannot start its
 // processor's module keeps its instance; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
-// error. The caller holds r.mu.
+// error. A busy task switches at a later boundary. The caller holds r.mu.
 func (r *Runtime) switchModules(ctx context.Context) {
 	defer r.closeRetired()
 	var due []*task
 	for _, t := range r.tasks {
 		switch {
-		case t.state != stateRunning || t.inst == nil || t.failed || t.mod == t.proc.mod:
+		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.inst == nil || t.failed || t.mod == t.proc.mod:
 		case r.txn != nil && t.touched: // exactly-once: its work is not committed yet
 		case t.dirty(): // at-least-once: not committed yet
 		default:
@@ -259,8 +259,8 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	_ = r.forEachTask(due, func(t *task) error {
 		s := starts[t] // each goroutine writes only its own entry
 		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
-		t.cl.Flush() // what its init wrote
-		return nil   // a failure is handled below, without failing the task
+		t.flush()  // what its init wrote
+		return nil // a failure is handled below, without failing the task
 	})
 	for _, t := range due {
 		s, p := starts[t], t.proc
@@ -279,7 +279,7 @@ func (r *Runtime) switchModules(ctx context.Context) {
 		if err := old.Close(ctx); err != nil {
 			r.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
 		}
-		// Every task of the round paused for the whole round: the loop waits for all.
+		// Every task of the round paused for the whole round: the switch waits for all.
 		r.switchPauses.observe(time.Since(begin))
 		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(s.mod.Hash()))
 	}

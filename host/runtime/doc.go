@@ -6,27 +6,33 @@
 //
 // One franz-go client in the consumer group named by the application id consumes the inputs
 // of every processor. A poll's records are grouped per task and each task's batch goes to its
-// plugin instance on a worker pool (Options.Workers); the loop waits for all of them before it
-// commits. A record emitted to an output topic is partitioned by key with murmur2, as the Java
-// client does (KeyPartition), and produced through the task's changelog.Task, so the next
-// commit waits for it. The task queues what a plugin call writes and emits and hands it to the
-// producer client when the call returns (changelog.Task.Flush, after every batch, punctuation
-// and init); an emit that finds the producer full waits for room until the call's context
-// (its time limit) ends.
+// plugin instance as a job on a worker (at most Options.Workers at once); the loop does not
+// wait for the jobs: it polls, starts more jobs and commits meanwhile, and a task that is still
+// busy holds its next records for its next job (dispatch.go). A slow or looping record holds
+// back only its own task. A record emitted to an output topic is partitioned by key with
+// murmur2, as the Java client does (KeyPartition), and produced through the task's
+// changelog.Task, so the next commit waits for it. The task queues what a plugin call writes
+// and emits and, under at-least-once, hands it to the producer client when the call returns
+// (changelog.Task.Flush, after every batch, punctuation and init); under exactly-once it stays
+// queued until the task's commit. An emit that finds the producer full waits for room (not
+// charged to the call's time limit) until the producer's wait limit.
 //
 // # Commits
 //
 // Every commit_interval, when a task's uncommitted writes grow past their bound, on revocation
-// and on shutdown, every task that processed records since its last commit commits
-// (changelog.Task.Commit: its changelog and output records acknowledged, then its write batch
-// and checkpoint applied atomically), and only then are the input offsets of the committed
-// tasks committed to the group. Records of repartition topics below the committed offsets are
-// then deleted (purged).
+// and on shutdown, every task that processed records since its last commit and is not busy
+// commits (changelog.Task.Commit: its changelog and output records acknowledged, then its
+// write batch and checkpoint applied atomically), and only then are the input offsets
+// committed to the group: each partition up to the first record that one of the tasks reading
+// it has not committed. Records of repartition topics below the committed offsets are then
+// deleted (purged).
 //
 // Under exactly-once the group consumer is also the transactional producer, and a commit is
-// one Kafka transaction: the tasks' records are acknowledged (changelog.Task.Prepare), the
-// transaction commits with the input offsets, then the tasks apply their stores
-// (changelog.Task.Apply). An aborted transaction revives its tasks. See txn.go.
+// one Kafka transaction: the tasks' records are handed over and acknowledged
+// (changelog.Task.Prepare), the transaction commits with the input offsets, then the tasks
+// apply their stores (changelog.Task.Apply). A busy task has nothing in it and waits for the
+// next commit. An aborted transaction revives its tasks. See txn.go and the decision note
+// 20261201_task_jobs.md.
 //
 // # Rebalances
 //
@@ -45,10 +51,10 @@
 //
 // # Failures
 //
-// A plugin error or a failed commit stops the application: the other tasks commit and close
-// (under exactly-once the transaction aborts instead), the failed task closes without
-// committing its last batch, and Run returns the error, which names the processor, the
-// partition and the offset. Nothing is lost: the failed task's input
+// A plugin error or a failed commit stops the application: the jobs still running are
+// stopped, the other tasks commit and close (under exactly-once the transaction aborts
+// instead), the failed task closes without committing its last batch, and Run returns the
+// error, which names the processor, the partition and the offset. Nothing is lost: the failed task's input
 // is processed again from its last committed offset by the next run.
 //
 // A processor's on_error setting changes what a poison record does (the plugin fails on

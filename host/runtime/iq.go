@@ -323,6 +323,9 @@ func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.Sto
 	if t == nil || t.cl == nil {
 		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
 	}
+	if t.busy() {
+		return fmt.Errorf("%w: task %s is running its plugin", errCopyBusy, id)
+	}
 	sp := t.cl.StoreTask().Partition(spec.Name)
 	return fn(copyReader{get: sp.ReadCommittedMemory, scan: sp.ScanCommittedMemory})
 }

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
 )
@@ -38,6 +39,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
 	work := context.WithoutCancel(ctx)
+	r.work = work
+	r.slots = make(chan struct{}, r.opts.Workers)
 	for err == nil && ctx.Err() == nil {
 		if err = r.takeFatal(); err != nil {
 			break
@@ -64,11 +67,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 			r.allowRebalance()
 			continue
 		}
-		// A stop request does not interrupt a batch or a commit that has begun: the batch
+		// A stop request does not interrupt a job or a commit that has begun: the job
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
-		err = r.handleFetches(work, fetches)
+		err = r.handleFetches(fetches)
 		if err == nil {
-			err = r.punctuateAll(work)
+			r.punctuateAll()
 		}
 		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits()) {
 			why := "interval"
@@ -96,7 +99,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 }
 
 // allowRebalance lets a waiting rebalance run. Under exactly-once only when no task has worked
-// since the last commit: a rebalance must not meet an open transaction with work in it.
+// since the last commit: a rebalance must not meet an open transaction with work in it. Under
+// at-least-once also while jobs run: a revocation cancels the jobs of the tasks it closes.
 func (r *Runtime) allowRebalance() {
 	if r.txn != nil {
 		if r.openWork() {
@@ -111,7 +115,7 @@ func (r *Runtime) allowRebalance() {
 func (r *Runtime) rebalanceWaits() bool { return r.txn != nil && r.txn.blocked.Load() }
 
 // poll waits at most wait for records. An assignment wakes it early, so that new tasks start
-// restoring at once.
+// restoring at once, and so does the end of a job (jobEnded).
 func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	if wait < 10*time.Millisecond {
 		wait = 10 * time.Millisecond
@@ -119,8 +123,9 @@ func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	r.wakeMu.Lock()
-	if r.wake || r.fatal != nil {
-		// An assignment arrived since the last round: restore first.
+	if r.wake || r.fatal != nil || len(r.ended) > 0 {
+		// An assignment arrived since the last round (restore first), or a job ended (take
+		// it in first).
 		r.wake = false
 		cancel()
 	}
@@ -133,8 +138,10 @@ func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	return fetches
 }
 
-// handleFetches groups a poll's records per task and has the tasks process them in parallel.
-func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error {
+// handleFetches takes in the jobs that ended, then hands a poll's records to their tasks:
+// each task that is not busy starts a job with its records, and a busy one holds them for its
+// next job (dispatch.go). It returns the first failure of an ended job.
+func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 	var fatal error
 	fetches.EachError(func(topic string, part int32, err error) {
 		switch {
@@ -152,11 +159,14 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 	if fatal != nil {
 		return fatal
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.collectJobs(); err != nil {
+		return err
+	}
 	if fetches.Empty() {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	work := make(map[*task][][]*kgo.Record) // per task, one list per input partition
 	var order []*task
 	var missing error
@@ -174,6 +184,10 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 					len(fp.Records), fp.Topic, fp.Partition, fp.Records[0].Offset, p.cfg.Name, fp.Partition)
 				continue
 			}
+			if t.busy() || r.quiescing() {
+				r.hold(t, fp.Topic, fp.Records)
+				continue
+			}
 			if _, ok := work[t]; !ok {
 				order = append(order, t)
 			}
@@ -183,9 +197,10 @@ func (r *Runtime) handleFetches(ctx context.Context, fetches kgo.Fetches) error 
 	if missing != nil {
 		return missing
 	}
-	return r.forEachTask(order, func(t *task) error {
-		return t.process(ctx, mergeByTimestamp(work[t]))
-	})
+	for _, t := range order {
+		r.startJob(t, mergeByTimestamp(work[t]))
+	}
+	return nil
 }
 
 // mergeByTimestamp merges the records of a task's input partitions into one batch: each
@@ -214,8 +229,9 @@ func mergeByTimestamp(lists [][]*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// forEachTask runs fn on the tasks with at most Options.Workers at a time and returns the
-// first error, after all have finished. The failed tasks are remembered in failed.
+// forEachTask runs fn on the tasks (none of them busy) with at most Options.Workers at a time
+// and returns the first error, after all have finished: the commits, starts and closes of
+// tasks. The failed tasks are remembered in failed.
 func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 	if len(tasks) == 1 {
 		err := fn(tasks[0])
@@ -249,26 +265,28 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 	return first
 }
 
-// punctuateAll runs the due punctuations of the running tasks: wall-clock ones, and
-// stream-time ones due without a batch (a new instance whose stream time was restored); and
-// it reports the writes their window stores dropped.
-func (r *Runtime) punctuateAll(ctx context.Context) error {
+// punctuateAll starts a job for the due punctuations of each running task that is not busy:
+// wall-clock ones, and stream-time ones due without a batch (a new instance whose stream time
+// was restored); and it reports the writes their window stores dropped.
+func (r *Runtime) punctuateAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var due []*task
+	if r.quiescing() {
+		return
+	}
 	for _, t := range r.tasks {
-		if t.state != stateRunning || t.inst == nil || t.failed {
+		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
+			continue
+		}
+		if len(t.held) > 0 {
+			r.startHeld(t) // held while a rebalance waited; the batch punctuates too
 			continue
 		}
 		t.reportDropped()
 		if t.inst.PunctuationDue() {
-			due = append(due, t)
+			r.startJob(t, nil)
 		}
 	}
-	if len(due) == 0 {
-		return nil
-	}
-	return r.forEachTask(due, func(t *task) error { return t.punctuate(ctx) })
 }
 
 // nextWallPunctuation returns when the earliest wall-clock punctuation of a running task is due.
@@ -278,7 +296,7 @@ func (r *Runtime) nextWallPunctuation() (time.Time, bool) {
 	var next time.Time
 	found := false
 	for _, t := range r.tasks {
-		if t.state != stateRunning || t.inst == nil || t.failed {
+		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
 			continue
 		}
 		if at, ok := t.inst.NextWallPunctuation(); ok && (!found || at.Before(next)) {
@@ -293,7 +311,7 @@ func (r *Runtime) needsCommit() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range r.tasks {
-		if t.cl != nil && t.state == stateRunning && t.cl.NeedsCommit() {
+		if t.cl != nil && t.state == stateRunning && !t.busy() && t.cl.NeedsCommit() {
 			return true
 		}
 	}
@@ -317,11 +335,12 @@ func (r *Runtime) commitAll(ctx context.Context, why string) error {
 const commitTimeout = 30 * time.Second
 
 // commitLocked is the at-least-once commitAll with r.mu held, restricted to the tasks for
-// which only returns true (all when only is nil).
+// which only returns true (all when only is nil). Busy tasks commit later, once their jobs
+// end; the partitions they read are committed up to their first uncommitted record.
 func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task) bool) error {
 	var dirty []*task
 	for _, t := range r.tasks {
-		if t.state == stateRunning && t.dirty() && !t.failed && (only == nil || only(t)) {
+		if t.state == stateRunning && !t.busy() && t.dirty() && !t.failed && (only == nil || only(t)) {
 			dirty = append(dirty, t)
 		}
 	}
@@ -340,71 +359,47 @@ func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task)
 		return nil
 	})
 	// 3. The input offsets of the tasks that committed.
-	recs := r.committedRecords(dirty)
+	offsets := r.commitOffsets(dirty)
 	committed := true
-	if len(recs) > 0 {
-		if cerr := r.consumer.CommitRecords(ctx, recs...); cerr != nil {
+	if len(offsets) > 0 {
+		if cerr := r.commitGroupOffsets(ctx, offsets); cerr != nil {
 			// The state is applied; the tasks keep their offsets for the next commit, and
 			// the records after the last committed offsets are processed again if this
 			// process stops first (at least once).
 			committed = false
-			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "partitions", describe(recs), "error", cerr)
+			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "partitions", describeOffsets(offsets), "error", cerr)
 		} else {
-			r.purge(recs)
+			r.purge(offsets)
 		}
 	}
 	if committed {
 		for _, t := range dirty {
 			if !t.failed {
-				t.last = nil
+				t.committed()
 			}
 		}
 	}
-	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(recs), "duration", time.Since(start))
+	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(offsets), "duration", time.Since(start))
 	return err
 }
 
-// committedRecords returns, per input partition, the last record that the tasks processed
-// since their last commit: the offsets to commit. A partition that a failed task reads keeps
-// its old offset, whatever its sibling tasks did, so that the failed task's records are
-// processed again by the next run. The caller holds r.mu.
-func (r *Runtime) committedRecords(tasks []*task) []*kgo.Record {
-	latest := make(map[topicPartition]*kgo.Record)
-	for _, t := range tasks {
-		if t.failed {
-			continue
+// commitGroupOffsets commits offsets to the group, at-least-once.
+func (r *Runtime) commitGroupOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	var err error
+	r.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+		if cerr != nil {
+			err = cerr
+			return
 		}
-		for topic, rec := range t.last {
-			tp := topicPartition{topic, t.id.part}
-			if prev := latest[tp]; prev == nil || rec.Offset > prev.Offset {
-				latest[tp] = rec
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+					err = fmt.Errorf("%s partition %d: %w", t.Topic, p.Partition, perr)
+				}
 			}
 		}
-	}
-	for _, t := range r.tasks {
-		if t.failed {
-			for _, in := range t.proc.cfg.Inputs {
-				delete(latest, topicPartition{in, t.id.part})
-			}
-		}
-	}
-	recs := make([]*kgo.Record, 0, len(latest))
-	for _, rec := range latest {
-		recs = append(recs, rec)
-	}
-	return recs
-}
-
-// describe names the partitions and offsets of recs, for logs.
-func describe(recs []*kgo.Record) string {
-	var b strings.Builder
-	for i, rec := range recs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s/%d@%d", rec.Topic, rec.Partition, rec.Offset+1)
-	}
-	return b.String()
+	})
+	return err
 }
 
 // purge deletes the records of repartition topics below the offsets just committed, in the
@@ -412,11 +407,16 @@ func describe(recs []*kgo.Record) string {
 // partition: a partition emptied by DeleteRecords comes back at offset 0 after a restart of
 // the statehost broker (kfake keeps a partition's offsets only in its segment files), and the
 // group's committed offset would then point past records written after the restart.
-func (r *Runtime) purge(committed []*kgo.Record) {
+func (r *Runtime) purge(committed map[string]map[int32]kgo.EpochOffset) {
 	offsets := make(kadm.Offsets)
-	for _, rec := range committed {
-		if r.cfg.RepartitionByTopic(rec.Topic) != nil && rec.Offset > 0 {
-			offsets.Add(kadm.Offset{Topic: rec.Topic, Partition: rec.Partition, At: rec.Offset})
+	for topic, parts := range committed {
+		if r.cfg.RepartitionByTopic(topic) == nil {
+			continue
+		}
+		for p, o := range parts {
+			if at := o.Offset - 1; at > 0 { // the last committed record stays
+				offsets.Add(kadm.Offset{Topic: topic, Partition: p, At: at})
+			}
 		}
 	}
 	if len(offsets) == 0 || !r.purging.TryLock() {
@@ -572,6 +572,10 @@ func (r *Runtime) shutdown(cause error) error {
 	defer cancel()
 	r.mu.Lock()
 	r.closing = true
+	// A stop request lets the jobs finish, to commit them; a failure stops them.
+	if err := r.waitAllJobs(cause != nil); err != nil && cause == nil {
+		cause = err
+	}
 	switch {
 	case r.txn == nil:
 		if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
@@ -583,7 +587,7 @@ func (r *Runtime) shutdown(cause error) error {
 		}
 	default:
 		// A task failed in the open transaction: nothing of it may commit.
-		if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+		if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
 			r.log.Warn("aborting the transaction", "error", err)
 		}
 	}

@@ -405,12 +405,13 @@ func (t *task) restartPlugin(ctx context.Context) error {
 	t.inst = nil
 	// The module the task ran, not the processor's newest: a deployed module takes over at a
 	// commit boundary (switchModules), never in the middle of an interval.
-	err := t.startModule(ctx, t.mod)
-	if err == nil {
-		t.inst.InheritSchedules(prev) // its punctuations keep their times
+	inst, err := t.startModule(ctx, t.mod)
+	if err != nil {
+		return err // the job fails, and with it the task
 	}
-	t.touched = true // startPlugin reset it: the task works in the open transaction
-	return err
+	inst.InheritSchedules(prev) // its punctuations keep their times
+	t.inst = inst
+	return nil
 }
 
 // dropPoison skips or dead-letters the poison record rec that failed with ge.

@@ -172,6 +172,7 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 			tp := topicPartition{topic, p}
 			delete(r.assigned, tp)
 			delete(r.paused, tp)
+			delete(r.heldPaused, tp)
 		}
 	}
 	if len(tps) > 0 {
@@ -186,9 +187,17 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 	r.closeTasks(gone)
 }
 
-// closeTasks closes tasks in parallel, dropping their uncommitted writes, and forgets them.
-// The caller holds r.mu.
+// closeTasks closes tasks in parallel, dropping their uncommitted writes, and forgets them. A
+// busy task's job is stopped first (its records are not committed), and the records held for
+// it are dropped. The caller holds r.mu.
 func (r *Runtime) closeTasks(tasks []*task) {
+	for _, t := range tasks {
+		r.stopJob(t)
+		if len(t.held) > 0 {
+			t.held = nil
+			r.resumeHeld(t)
+		}
+	}
 	_ = r.forEachTask(tasks, func(t *task) error {
 		if t.failed {
 			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
@@ -305,8 +314,10 @@ func (r *Runtime) syncPauses() {
 			}
 		}
 		if ready {
-			resume[tp.topic] = append(resume[tp.topic], tp.part)
 			delete(r.paused, tp)
+			if !r.heldPaused[tp] { // else it resumes when its held records are handed on
+				resume[tp.topic] = append(resume[tp.topic], tp.part)
+			}
 		}
 	}
 	if len(resume) > 0 {

@@ -39,8 +39,9 @@ type Options struct {
 	// Logger is the parent logger; the runtime logs under "runtime". Default: discard.
 	Logger hclog.Logger
 
-	// Workers is the number of tasks that process a poll's batches in parallel.
-	// Default: GOMAXPROCS.
+	// Workers is the number of plugin calls (jobs: a task's batch, or its punctuations) that
+	// run in parallel; a call that has run for about a commit interval (100ms to 1s) gives its
+	// place up to the next one (dispatch.go). Default: GOMAXPROCS.
 	Workers int
 
 	// MaxPollRecords bounds the records one poll hands to the tasks. Default 50000: enough
@@ -181,6 +182,13 @@ type Runtime struct {
 	paused   map[topicPartition]bool
 	closing  bool
 
+	// Jobs (dispatch.go): work is the context of every job (Run's, never canceled by a stop
+	// request); slots holds a place per running job, Options.Workers at most; heldPaused are
+	// the input partitions paused while records of them are held for a busy task.
+	work       context.Context
+	slots      chan struct{}
+	heldPaused map[topicPartition]bool
+
 	restoreRetryAt time.Time       // when tasks wait to be restored again (after a retriable error); zero: none
 	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
 	txnRetry       brokerRetry     // exactly-once: resets on an unreachable broker since the last commit
@@ -193,6 +201,7 @@ type Runtime struct {
 	inbox         []groupEvent       // assignments (and, under exactly-once, revocations) not yet applied to the tasks
 	wake          bool               // an assignment arrived: the next poll returns at once
 	revoking      int                // revocations or losses waiting for mu: start no restore
+	ended         []*task            // tasks whose job ended, for the loop to take in (dispatch.go)
 	fatal         error              // the first error that stops the runtime
 	pollCancel    context.CancelFunc // wakes a blocked poll
 	restoreCancel context.CancelFunc // stops a restore (revocation)
@@ -228,7 +237,9 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		assigned: make(map[topicPartition]bool),
 		paused:   make(map[topicPartition]bool),
 		status:   newStatusBoard(),
-		sb:       standbys{tasks: map[taskID]*changelog.Task{}},
+
+		heldPaused: make(map[topicPartition]bool),
+		sb:         standbys{tasks: map[taskID]*changelog.Task{}},
 	}
 	r.metrics = newMetrics(r.status)
 	defer func() {

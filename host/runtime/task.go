@@ -65,9 +65,18 @@ type task struct {
 	waits *engine.HostWaits
 
 	// last is the last record processed per input topic since the last commit; nil entries
-	// are not kept. The loop fills it, commits read and clear it.
-	last  map[string]*kgo.Record
-	batch []engine.Record
+	// are not kept. The loop fills it when a job ends, commits read and clear it.
+	last map[string]*kgo.Record
+	// first is the first record of the task's jobs per input topic since its last commit
+	// (processed, or in its running job): the committed offset of its partition cannot pass
+	// it until the task commits (offsetFor).
+	first map[string]*kgo.Record
+	// job is the plugin call a worker runs for the task, nil when none (dispatch.go); held
+	// are the records handed to the task meanwhile, per input topic, for its next job.
+	job  *job
+	held map[string][]*kgo.Record
+
+	batch []engine.Record // the engine records of the job's batch (the job's goroutine only)
 
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported
@@ -94,23 +103,39 @@ func (t *task) openStores() error {
 }
 
 // startPlugin instantiates the task's plugin, its processor's current module, over its
-// restored stores.
+// restored stores. The task is not busy.
 func (t *task) startPlugin(ctx context.Context) error {
-	return t.startModule(ctx, t.proc.mod)
-}
-
-// startModule instantiates mod as the task's plugin over its stores.
-func (t *task) startModule(ctx context.Context, mod *engine.Module) error {
 	t.touched = true // its init may write; known below
-	inst, err := mod.Instantiate(ctx, t.engineTask())
-	t.cl.Flush() // what its init wrote; records are queued during a plugin call (changelog.Task.Flush)
+	inst, err := t.startModule(ctx, t.proc.mod)
 	if err != nil {
 		t.failed = true // its init may have written: nothing of it may be committed
-		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
+		return err
 	}
-	t.inst, t.mod = inst, mod
+	t.inst, t.mod = inst, t.proc.mod
 	t.touched = t.cl.HasWork()
 	return nil
+}
+
+// startModule instantiates mod as a plugin instance of the task, over its stores.
+func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Instance, error) {
+	inst, err := mod.Instantiate(ctx, t.engineTask())
+	t.flush() // what its init wrote
+	if err != nil {
+		return nil, fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
+	}
+	return inst, nil
+}
+
+// flush hands what the task's last plugin call wrote and emitted to the producer client, under
+// at-least-once. Records are queued during a plugin call (changelog.Task.Flush); under
+// exactly-once they stay queued until the task's commit (changelog.Task.Prepare hands them
+// over): a task's records then reach the open transaction only within a commit that includes
+// the task, so a task that is busy at a commit is simply left out of it, and no transaction
+// stays open on the broker between commits, however long a plugin call runs.
+func (t *task) flush() {
+	if t.rt.txn == nil {
+		t.cl.Flush()
+	}
 }
 
 // engineTask describes the task to the engine: its stores, outputs and stream time, and the
@@ -158,8 +183,9 @@ func (t *task) engineTask() engine.Task {
 	return et
 }
 
-// process hands records (all of one input partition of the task, in offset order, possibly
-// of several inputs) to the plugin, and remembers the last of each input for the commit.
+// process hands records (of the task's input partitions, each in offset order) to the
+// plugin, then runs the punctuations they made due. It runs as the task's job (dispatch.go);
+// the job's end records the last record of each input for the commit.
 func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -182,7 +208,6 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		}
 		t.batch = append(t.batch, er)
 	}
-	t.touched = true
 	began := time.Now()
 	processed := len(recs)
 	if t.guard != nil {
@@ -195,31 +220,17 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	}
 	t.rt.metrics.processedBatch(t.id.proc, processed, time.Since(began))
 	n, err := t.inst.Punctuate(ctx)
-	t.cl.Flush() // what the batch and the punctuations wrote and emitted
+	t.flush() // what the batch and the punctuations wrote and emitted
 	t.rt.metrics.punctuated(t.id.proc, n)
-	if err != nil {
-		return err // an *engine.GuestError naming the punctuation
-	}
-	if t.last == nil {
-		t.last = make(map[string]*kgo.Record)
-	}
-	for _, kr := range recs {
-		if prev := t.last[kr.Topic]; prev == nil || kr.Offset > prev.Offset {
-			t.last[kr.Topic] = kr
-		}
-	}
-	return nil
+	return err // nil, or an *engine.GuestError naming the punctuation
 }
 
 // punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
-// records arrive).
+// records arrive), as the task's job.
 func (t *task) punctuate(ctx context.Context) error {
 	n, err := t.inst.Punctuate(ctx)
-	t.cl.Flush()
+	t.flush()
 	t.rt.metrics.punctuated(t.id.proc, n)
-	if err != nil || t.cl.HasWork() {
-		t.touched = true // exactly-once: it wrote or emitted in the open transaction
-	}
 	return err
 }
 
@@ -255,7 +266,8 @@ const droppedLogInterval = 10 * time.Second
 // punctuation's writes and emits on an idle task, writes of the plugin's init).
 func (t *task) dirty() bool { return len(t.last) > 0 || (t.cl != nil && t.cl.HasWork()) }
 
-// close closes the plugin instance and the stores, dropping uncommitted writes.
+// close closes the plugin instance and the stores, dropping uncommitted writes. The task is
+// not busy (Runtime.stopJob).
 func (t *task) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -197,6 +197,13 @@ func (r *Runtime) openWork() bool {
 // acknowledged (changelog.Task.Prepare), the session commits the input offsets and the
 // transaction, then the tasks apply their stores and checkpoints. An aborted transaction
 // revives its tasks. The caller holds r.mu.
+//
+// A busy task is left out: its records are still queued (task.flush), and the offsets of
+// the partitions it reads stop at its first uncommitted record (commitOffsets, offsetsFn).
+// Only a busy task whose records reached the client anyway (a write or emit that waited for
+// room hands the queue over: changelog.Task.HandedOver) is in the transaction: the commit
+// then waits for its job. The hand-overs are held while the transaction ends, so that none
+// slips in after the check.
 func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	var touched []*task
 	for _, t := range r.tasks {
@@ -225,32 +232,88 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	var (
 		mu       sync.Mutex
 		prepared = make(map[*task]changelog.Prepared, len(touched))
+		commit   []*task
+		release  func()
 	)
-	err := r.forEachTask(touched, func(t *task) error {
-		if t.failed || t.cl == nil {
-			if t.cl != nil && t.cl.Err() != nil {
-				return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
+	// Tasks that are not busy are prepared first: their records, queued until now, take
+	// places in the producer that a busy task waiting for room may need.
+	for release == nil {
+		var ready, inTxn []*task
+		for _, t := range touched {
+			switch _, done := prepared[t]; {
+			case done:
+			case !t.busy():
+				ready = append(ready, t)
+			default:
+				if _, ok := t.cl.HandedOver(); ok {
+					inTxn = append(inTxn, t)
+				}
 			}
-			return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
 		}
-		p, err := t.cl.Prepare(ctx)
+		err := r.forEachTask(ready, func(t *task) error {
+			if t.failed || t.cl == nil {
+				if t.cl != nil && t.cl.Err() != nil {
+					return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
+				}
+				return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
+			}
+			p, err := t.cl.Prepare(ctx)
+			if err != nil {
+				return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
+			}
+			mu.Lock()
+			prepared[t] = p
+			mu.Unlock()
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
+			return r.abortLocked(why, err, true)
 		}
-		mu.Lock()
-		prepared[t] = p
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return r.abortLocked(why, err, true)
+		commit = append(commit, ready...)
+		if len(inTxn) > 0 {
+			if err := r.waitInTxn(inTxn); err != nil {
+				if isStuckInTxn(err) {
+					return r.abortLocked(why, err, true)
+				}
+				return err // a plugin failed: the transaction aborts (shutdown)
+			}
+			continue
+		}
+		release = r.producer.HoldHandOvers()
+		for _, t := range touched {
+			if _, done := prepared[t]; done {
+				continue
+			}
+			if _, ok := t.cl.HandedOver(); ok {
+				release() // it handed records over before the hold: wait for it
+				release = nil
+				break
+			}
+		}
+	}
+	// The hold lasts until the next transaction begins; a path that stops jobs lets go first
+	// (a job may wait for the hold to hand its records over).
+	unhold := func() {
+		if release != nil {
+			release()
+			release = nil
+		}
+	}
+	defer unhold()
+	if len(commit) == 0 {
+		return nil // only busy tasks worked: nothing of theirs is in the transaction yet
 	}
 	if err := r.checkMembership(ctx); err != nil {
 		// Fenced: the group will tell the consumer, which rejoins; not an error to count.
 		// Anything else (a coordinator out of reach) counts.
+		unhold()
 		return r.abortLocked(why, err, !isFenced(err))
 	}
-	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit)
+	offsets := r.commitOffsets(commit)
+	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit, r.offsetsFn(commit))
+	if err != nil || !committed {
+		unhold()
+	}
 	if err != nil {
 		return r.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
 	}
@@ -267,23 +330,98 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	r.txnRetry = brokerRetry{}
 	// The transaction is committed: the changelogs hold every record of it. A failure to
 	// apply a store leaves it behind its changelog, which its next restore replays.
-	err = r.forEachTask(touched, func(t *task) error {
+	err = r.forEachTask(commit, func(t *task) error {
 		if err := t.cl.Apply(prepared[t]); err != nil {
 			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
 		}
 		return nil
 	})
-	recs := r.committedRecords(touched)
-	for _, t := range touched {
+	for _, t := range commit {
 		t.touched = false
-		t.last = nil
+		t.committed()
 	}
 	if err != nil {
 		return err
 	}
-	r.purge(recs)
-	r.log.Debug("committed", "reason", why, "tasks", len(touched), "partitions", len(recs), "duration", time.Since(start))
+	r.purge(offsets)
+	r.log.Debug("committed", "reason", why, "tasks", len(commit), "partitions", len(offsets), "duration", time.Since(start))
 	return r.beginLocked(why)
+}
+
+// waitInTxn waits for the jobs of busy tasks whose records are in the open transaction, and
+// takes their results in. The broker aborts a transaction that stays open past its timeout:
+// a job that has not ended two thirds of the timeout after its task's first hand-over makes
+// waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the transaction,
+// which stops it). The caller holds r.mu.
+func (r *Runtime) waitInTxn(tasks []*task) error {
+	limit := transactionTimeout(r.cfg.CommitInterval) * 2 / 3
+	for _, t := range tasks {
+		at, _ := t.cl.HandedOver()
+		timer := time.NewTimer(time.Until(at.Add(limit)))
+		select {
+		case <-t.job.done:
+			timer.Stop()
+		case <-timer.C:
+			return &stuckInTxnError{task: t.id, since: at, limit: limit}
+		}
+		if err := r.finishJob(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stuckInTxnError: a task handed records to the open transaction, then its plugin call ran
+// on until the transaction neared the broker's timeout.
+type stuckInTxnError struct {
+	task  taskID
+	since time.Time
+	limit time.Duration
+}
+
+func (e *stuckInTxnError) Error() string {
+	return fmt.Sprintf("task %s handed records to the open transaction %v ago (its producer had no room), and its plugin call has not ended within %v: the transaction is aborted before the broker's timeout",
+		e.task, time.Since(e.since).Round(time.Millisecond), e.limit)
+}
+
+func isStuckInTxn(err error) bool {
+	var e *stuckInTxnError
+	return errors.As(err, &e)
+}
+
+// offsetsFn returns the function that sets the offsets of the transaction's offset commit
+// (kgo.PreTxnCommitFnContext) when the tasks in commit commit: franz-go commits every polled
+// record, but records of busy tasks and held records are not committed yet (offsetFor). A
+// partition of the request without anything handed keeps its committed offset. It runs while
+// the caller holds r.mu.
+func (r *Runtime) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitRequest) error {
+	in := make(map[*task]bool, len(commit))
+	for _, t := range commit {
+		in[t] = true
+	}
+	committed := r.consumer.CommittedOffsets()
+	return func(req *kmsg.TxnOffsetCommitRequest) error {
+		topics := req.Topics[:0]
+		for _, rt := range req.Topics {
+			parts := rt.Partitions[:0]
+			for _, p := range rt.Partitions {
+				o, ok := r.offsetFor(topicPartition{rt.Topic, p.Partition}, in)
+				if !ok {
+					o, ok = committed[rt.Topic][p.Partition]
+				}
+				if !ok {
+					continue // nothing to commit
+				}
+				p.Offset, p.LeaderEpoch = o.Offset, o.Epoch
+				parts = append(parts, p)
+			}
+			if rt.Partitions = parts; len(parts) > 0 {
+				topics = append(topics, rt)
+			}
+		}
+		req.Topics = topics
+		return nil
+	}
 }
 
 // endTimeout bounds the end of a transaction. The offset commit in it waits for a join or a
@@ -354,11 +492,14 @@ func (r *Runtime) pendingRevocation() bool {
 // It also returns whether partitions were revoked or lost since the last End (and clears that
 // flag): what made the session abort, when it did. A revocation reported after End returns
 // sets the flag again; its event waits in the inbox either way.
-func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry) (committed, rebalanced bool, err error) {
+func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg.TxnOffsetCommitRequest) error) (committed, rebalanced bool, err error) {
 	r.txn.blocked.Store(false)
 	r.consumer.AllowRebalance()
 	ctx, cancel := txnContext()
 	defer cancel()
+	if offsets != nil {
+		ctx = kgo.PreTxnCommitFnContext(ctx, offsets)
+	}
 	committed, err = r.txn.sess.End(ctx, try)
 	rebalanced = r.txn.rebalanced.Swap(false)
 	return committed, rebalanced, err
@@ -377,7 +518,8 @@ func (r *Runtime) beginLocked(why string) error {
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
 // holds r.mu.
 func (r *Runtime) abortLocked(why string, cause error, count bool) error {
-	if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+	r.stopTouchedJobs()
+	if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
 		return r.resetLocked(why, fmt.Errorf("abort the transaction (after: %w): %w", cause, err))
 	}
 	return r.abortedLocked(why, cause, count)
@@ -402,6 +544,7 @@ func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 		return nil // the shutdown closes every task
 	}
 	r.reviveLocked()
+	r.forgetHanded()
 	if count && r.txn.aborts >= maxAbortsInARow {
 		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
 	}
@@ -449,6 +592,7 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 	r.wakeMu.Unlock()
 	clear(r.assigned)
 	clear(r.paused)
+	clear(r.heldPaused)
 	if err := r.rejoinLocked(); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
 	}
@@ -495,7 +639,8 @@ func (r *Runtime) rejoinLocked() error {
 func (r *Runtime) abortRebalanced() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, _, err := r.endTxnLocked(kgo.TryAbort); err != nil {
+	r.stopTouchedJobs()
+	if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
 		return r.resetLocked("rebalance", fmt.Errorf("abort the transaction: %w", err))
 	}
 	for _, t := range r.tasks {
@@ -504,7 +649,38 @@ func (r *Runtime) abortRebalanced() error {
 		}
 	}
 	r.drainInbox()
+	r.forgetHanded()
 	return r.beginLocked("rebalance")
+}
+
+// stopTouchedJobs stops the jobs of the tasks that worked in the open transaction, before it
+// aborts: no record may reach the client while it ends, and those tasks are revived. The
+// caller holds r.mu.
+func (r *Runtime) stopTouchedJobs() {
+	for _, t := range r.tasks {
+		if t.touched && t.busy() {
+			r.stopJob(t)
+		}
+	}
+}
+
+// forgetHanded forgets the records of the tasks' jobs since their last commit, and the records
+// held for them, after an aborted transaction: the session rewound the consumer to the
+// committed offsets, and those records come again. The caller holds r.mu.
+func (r *Runtime) forgetHanded() {
+	for _, t := range r.tasks {
+		t.first, t.held = nil, nil
+	}
+	resume := make(map[string][]int32)
+	for tp := range r.heldPaused {
+		if !r.paused[tp] && r.assigned[tp] {
+			resume[tp.topic] = append(resume[tp.topic], tp.part)
+		}
+	}
+	clear(r.heldPaused)
+	if len(resume) > 0 {
+		r.consumer.ResumeFetchPartitions(resume)
+	}
 }
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction

@@ -1,0 +1,376 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/host/engine"
+)
+
+// Jobs: the plugin calls of the tasks run on workers, apart from the loop.
+//
+// The loop hands each task's batch (or its due punctuations) to a job and goes on: it polls,
+// hands records to the other tasks, and commits every commit_interval, whether or not a job
+// has ended. A task that is slow or stuck (a record that loops until the batch time limit,
+// then again alone) holds back only itself, and the tasks that read the same input partitions
+// only in what can be committed of that partition (the committed offset cannot pass the
+// stuck task's records), never their processing or their commits.
+//
+// A task with a job is busy: until the job ends, only the job's goroutine touches the task's
+// plugin instance, stores, poison guard and batch. The loop (and whatever holds r.mu) reads
+// only what r.mu guards (state, job, held, first, last, touched, failed), and leaves a busy
+// task out of commits, module switches, punctuations and queries of its memory stores. Records
+// that arrive for a busy task are held (its input partitions are paused meanwhile) and handed
+// to its next job when this one ends.
+//
+// At most Options.Workers jobs run at once; a job that has run for slowJob gives its place up
+// to the next one (it keeps running): stuck tasks cannot take every worker.
+//
+// Committed offsets follow the slowest reader of each partition (offsetFor): a partition
+// that several processors read is committed up to the first record one of them has not
+// committed yet.
+//
+// Closing a busy task (revocation, loss, an aborted transaction, a failure elsewhere) cancels
+// its job and waits for it: the guest is stopped at its next loop check, and the task closes
+// without a commit.
+
+// job is a plugin call that a worker runs for a task: a batch with the punctuations it makes
+// due, or the task's due punctuations alone (recs nil).
+type job struct {
+	recs   []*kgo.Record
+	err    error // the call's failure; written by the job's goroutine before done closes
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool // the task is closing: its result is dropped (guarded by r.mu)
+	// touched is the task's touched before a punctuation job: such a job leaves the task
+	// touched only if it wrote, emitted or failed.
+	touched bool
+}
+
+// slowJob is how long a job may run before it gives up its place among the workers: about a
+// commit interval, between 100ms and 1s.
+func (r *Runtime) slowJob() time.Duration {
+	return min(max(r.cfg.CommitInterval, 100*time.Millisecond), time.Second)
+}
+
+// busy reports whether a job runs for t. The caller holds r.mu.
+func (t *task) busy() bool { return t.job != nil }
+
+// startJob starts a job for t: the batch recs, or its due punctuations when recs is nil. The
+// caller holds r.mu; t is not busy.
+func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
+	ctx, cancel := context.WithCancel(r.work)
+	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched}
+	t.job = j
+	for _, kr := range recs { // each input's records are in offset order
+		if t.first == nil {
+			t.first = make(map[string]*kgo.Record)
+		}
+		if t.first[kr.Topic] == nil {
+			t.first[kr.Topic] = kr
+		}
+	}
+	t.touched = true // exactly-once: it works in the open transaction (punctuations: see finishJob)
+	go r.runJob(ctx, t, j)
+}
+
+// runJob runs j for t on a worker, then hands t to the loop (jobEnded).
+func (r *Runtime) runJob(ctx context.Context, t *task, j *job) {
+	defer func() {
+		j.cancel()
+		close(j.done)
+		r.jobEnded(t)
+	}()
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		j.err = ctx.Err()
+		return
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { <-r.slots }) }
+	slow := time.AfterFunc(r.slowJob(), free)
+	defer func() {
+		slow.Stop()
+		free()
+	}()
+	if j.recs != nil {
+		j.err = t.process(ctx, j.recs)
+	} else {
+		j.err = t.punctuate(ctx)
+	}
+}
+
+// jobEnded tells the loop that t's job has ended, and wakes its poll.
+func (r *Runtime) jobEnded(t *task) {
+	r.wakeMu.Lock()
+	r.ended = append(r.ended, t)
+	if r.pollCancel != nil {
+		r.pollCancel()
+	}
+	r.wakeMu.Unlock()
+}
+
+// collectJobs takes in the ended jobs of the tasks and starts the next job of each task that
+// was handed records meanwhile. It returns the first failure of a job. The caller holds r.mu.
+func (r *Runtime) collectJobs() error {
+	r.wakeMu.Lock()
+	ended := r.ended
+	r.ended = nil
+	r.wakeMu.Unlock()
+	var first error
+	for _, t := range ended {
+		if err := r.finishJob(t); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	for _, t := range ended {
+		if r.tasks[t.id] == t && !t.busy() && len(t.held) > 0 && !t.failed && !r.quiescing() {
+			r.startHeld(t)
+		}
+	}
+	return nil
+}
+
+// finishJob takes in the result of t's ended job, once (it does nothing when t has no ended
+// job). A failed job fails the task and returns its error, unless the task was closing. The
+// caller holds r.mu.
+func (r *Runtime) finishJob(t *task) error {
+	j := t.job
+	if j == nil {
+		return nil
+	}
+	select {
+	case <-j.done:
+	default:
+		return nil // a job started since the one that ended
+	}
+	t.job = nil
+	if j.closed {
+		return nil
+	}
+	if j.recs == nil { // punctuations
+		t.touched = j.touched || j.err != nil || t.cl.HasWork()
+	}
+	if j.err != nil {
+		t.failed = true
+		return j.err
+	}
+	if t.last == nil && len(j.recs) > 0 {
+		t.last = make(map[string]*kgo.Record)
+	}
+	for _, kr := range j.recs {
+		if prev := t.last[kr.Topic]; prev == nil || kr.Offset > prev.Offset {
+			t.last[kr.Topic] = kr
+		}
+	}
+	return nil
+}
+
+// startHeld starts the next job of t with the records held for it, and resumes its input
+// partitions. The caller holds r.mu.
+func (r *Runtime) startHeld(t *task) {
+	lists := make([][]*kgo.Record, 0, len(t.held))
+	for _, in := range t.proc.cfg.Inputs { // in the order of the inputs: deterministic
+		if l := t.held[in]; len(l) > 0 {
+			lists = append(lists, l)
+		}
+	}
+	t.held = nil
+	r.startJob(t, mergeByTimestamp(lists))
+	r.resumeHeld(t)
+}
+
+// hold keeps recs (records of the input partition topic of t) for t's next job, while a job
+// runs, and pauses that partition until then. The caller holds r.mu.
+func (r *Runtime) hold(t *task, topic string, recs []*kgo.Record) {
+	if t.held == nil {
+		t.held = make(map[string][]*kgo.Record)
+	}
+	t.held[topic] = append(t.held[topic], recs...)
+	tp := topicPartition{topic, t.id.part}
+	if !r.heldPaused[tp] {
+		r.heldPaused[tp] = true
+		r.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
+	}
+}
+
+// resumeHeld resumes the input partitions of t paused by hold that no task holds records of
+// any more, unless they are paused for a restore. The caller holds r.mu.
+func (r *Runtime) resumeHeld(t *task) {
+	resume := make(map[string][]int32)
+	for _, in := range t.proc.cfg.Inputs {
+		tp := topicPartition{in, t.id.part}
+		if !r.heldPaused[tp] || r.holdsAny(tp) {
+			continue
+		}
+		delete(r.heldPaused, tp)
+		if !r.paused[tp] && r.assigned[tp] {
+			resume[in] = append(resume[in], tp.part)
+		}
+	}
+	if len(resume) > 0 {
+		r.consumer.ResumeFetchPartitions(resume)
+	}
+}
+
+// holdsAny reports whether a task holds records of tp. The caller holds r.mu.
+func (r *Runtime) holdsAny(tp topicPartition) bool {
+	for _, p := range r.readers[tp.topic] {
+		if t := r.tasks[taskID{p.cfg.Name, tp.part}]; t != nil && len(t.held[tp.topic]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// quiescing reports whether the loop starts no job now: under exactly-once while a rebalance
+// waits for the open work to commit.
+func (r *Runtime) quiescing() bool { return r.rebalanceWaits() }
+
+// anyBusy reports whether a job runs. The caller holds r.mu.
+func (r *Runtime) anyBusy() bool {
+	for _, t := range r.tasks {
+		if t.busy() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitJobs waits for the jobs of tasks to end and takes their results in, canceling them
+// first when cancel is set; it returns the first failure of those not canceled. The caller
+// holds r.mu (the jobs never take it).
+func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
+	var first error
+	for _, t := range tasks {
+		j := t.job
+		if j == nil {
+			continue
+		}
+		if cancel {
+			j.cancel()
+		}
+		<-j.done
+		if err := r.finishJob(t); err != nil && first == nil && !isCanceled(err) {
+			first = err
+		}
+	}
+	return first
+}
+
+// waitAllJobs is waitJobs over every busy task.
+func (r *Runtime) waitAllJobs(cancel bool) error {
+	var busy []*task
+	for _, t := range r.tasks {
+		if t.busy() {
+			busy = append(busy, t)
+		}
+	}
+	return r.waitJobs(busy, cancel)
+}
+
+// stopJob cancels the job of t, which is closing, waits for it and drops its result. The
+// caller holds r.mu.
+func (r *Runtime) stopJob(t *task) {
+	j := t.job
+	if j == nil {
+		return
+	}
+	j.closed = true
+	j.cancel()
+	<-j.done
+	t.job = nil
+}
+
+// isCanceled reports whether err is a job's stop by cancellation.
+func isCanceled(err error) bool {
+	return errors.Is(err, engine.ErrCanceled) || errors.Is(err, context.Canceled)
+}
+
+// committed forgets what t has committed: everything its jobs processed. The caller holds
+// r.mu.
+func (t *task) committed() {
+	t.first, t.last = nil, nil
+}
+
+// commitOffsets returns the offsets to commit for the input partitions that the tasks in
+// committing processed records of, once they have committed (offsetFor). The caller holds r.mu.
+func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.EpochOffset {
+	in := make(map[*task]bool, len(committing))
+	parts := make(map[topicPartition]bool)
+	for _, t := range committing {
+		in[t] = true
+		for topic := range t.last {
+			parts[topicPartition{topic, t.id.part}] = true
+		}
+	}
+	out := make(map[string]map[int32]kgo.EpochOffset)
+	for tp := range parts {
+		if o, ok := r.offsetFor(tp, in); ok {
+			if out[tp.topic] == nil {
+				out[tp.topic] = make(map[int32]kgo.EpochOffset)
+			}
+			out[tp.topic][tp.part] = o
+		}
+	}
+	return out
+}
+
+// offsetFor is the offset to commit for the input partition tp when the tasks in committing
+// commit: the least of, over the tasks that read tp, the record after the last one a
+// committing task processed, the first record a task is processing or processed without
+// committing it (a busy task, a failed one, one that commits later), and the first record held
+// for a task. Every task that reads tp is handed the same records, in the same order. It
+// reports false when no task constrains tp. The caller holds r.mu.
+func (r *Runtime) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.EpochOffset, bool) {
+	var (
+		best  kgo.EpochOffset
+		found bool
+	)
+	take := func(epoch int32, offset int64) {
+		if !found || offset < best.Offset {
+			best, found = kgo.EpochOffset{Epoch: epoch, Offset: offset}, true
+		}
+	}
+	for _, p := range r.readers[tp.topic] {
+		t := r.tasks[taskID{p.cfg.Name, tp.part}]
+		if t == nil {
+			continue
+		}
+		if held := t.held[tp.topic]; len(held) > 0 {
+			take(held[0].LeaderEpoch, held[0].Offset)
+		}
+		switch f, l := t.first[tp.topic], t.last[tp.topic]; {
+		case committing[t] && !t.failed:
+			if l != nil {
+				take(l.LeaderEpoch, l.Offset+1)
+			}
+		case f != nil:
+			take(f.LeaderEpoch, f.Offset)
+		}
+	}
+	return best, found
+}
+
+// describeOffsets names partitions and offsets, for logs.
+func describeOffsets(offsets map[string]map[int32]kgo.EpochOffset) string {
+	s := ""
+	for topic, parts := range offsets {
+		for p, o := range parts {
+			if s != "" {
+				s += ", "
+			}
+			s += fmt.Sprintf("%s/%d@%d", topic, p, o.Offset)
+		}
+	}
+	return s
+}
