@@ -99,6 +99,7 @@ type hostileProc struct {
 	name, input, output string
 	onError             string // on_error; "": the default (fail)
 	extra               string // more settings of the processor block, as HCL
+	module, store       string // another module and its store; "": the hostile guest and counts<i>
 }
 
 func (a hostileApp) appID() string {
@@ -130,11 +131,15 @@ func (a *hostileApp) write(t *testing.T, dir, addr string) string {
 		fmt.Fprintf(&b, "topic %q {\n  partitions = %d\n}\n", name, n)
 	}
 	for i, p := range a.procs {
-		fmt.Fprintf(&b, "processor %q {\n  module = %q\n  inputs = [%q]\n  outputs = [%q]\n", p.name, mod, p.input, p.output)
+		module, store := mod, fmt.Sprintf("counts%d", i+1)
+		if p.module != "" {
+			module, store = p.module, p.store
+		}
+		fmt.Fprintf(&b, "processor %q {\n  module = %q\n  inputs = [%q]\n  outputs = [%q]\n", p.name, module, p.input, p.output)
 		if p.onError != "" {
 			fmt.Fprintf(&b, "  on_error = %q\n", p.onError)
 		}
-		fmt.Fprintf(&b, "%s\n  store \"counts%d\" {}\n}\n", p.extra, i+1)
+		fmt.Fprintf(&b, "%s\n  store %q {}\n}\n", p.extra, store)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
