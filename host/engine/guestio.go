@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -13,13 +14,14 @@ const (
 	maxGuestDetail = 1 << 10
 )
 
-// guestOutput receives a guest's stdout or stderr: it logs each line at a fixed level and,
-// for stderr, keeps the start of what one guest call wrote and notes the markers the Go
-// runtime prints when it panics or runs out of memory.
+// guestOutput receives a guest's stdout or stderr: it logs each line at a fixed level, as
+// the task's LogLimiter allows, and, for stderr, keeps the start of what one guest call
+// wrote and notes the markers the Go runtime prints when it panics or runs out of memory.
 type guestOutput struct {
 	log    hclog.Logger
 	level  hclog.Level
 	stream string
+	limit  *LogLimiter
 	line   []byte
 
 	keep     bool   // keep head and markers (stderr)
@@ -64,7 +66,9 @@ func (w *guestOutput) flush() {
 			w.oom = true
 		}
 	}
-	w.log.Log(w.level, string(w.line), "stream", w.stream)
+	if w.level >= w.log.GetLevel() && w.limit.allow() {
+		w.log.Log(w.level, strings.ToValidUTF8(string(w.line), "\uFFFD"), "stream", w.stream)
+	}
 	w.line = w.line[:0]
 }
 

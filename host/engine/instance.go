@@ -43,6 +43,10 @@ type Task struct {
 	// a producer off the time limit of the instance's guest calls (see HostWaits). Give every
 	// instance of a task the same one. Default nil: every moment of a call counts.
 	Waits *HostWaits
+	// LogLimiter, when set, is the rate limit of the task's guest log (Config.GuestLogRate).
+	// Give every instance of a task the same one, so that an instance that replaces a failed
+	// one starts with the limit where it was. Default nil: the instance has one of its own.
+	LogLimiter *LogLimiter
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -89,6 +93,7 @@ type Instance struct {
 	hostAt   int    // blame when hostErr happened
 
 	intr           interrupter // stops a running call at its deadline or cancellation
+	logs           *LogLimiter // the task's, or the instance's own
 	stdout, stderr guestOutput
 	busy           atomic.Bool
 	dead           error
@@ -192,8 +197,13 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 		cursor:     -1,
 		last:       -1,
 	}
-	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout"}
-	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", keep: true}
+	in.logs = task.LogLimiter
+	if in.logs == nil {
+		in.logs = &LogLimiter{}
+	}
+	in.logs.attach(m.eng.cfg, in.log)
+	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout", limit: in.logs}
+	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", limit: in.logs, keep: true}
 
 	// No start functions: _initialize runs below, as every guest call, under the
 	// interrupter, which needs the instantiated module's global.
@@ -306,6 +316,9 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	case in.batch != nil && in.last != len(in.batch)-1:
 		// Success needs every record taken; the final record_next that returns 0 is optional.
 		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
+	}
+	if n := in.logs.takeUnmetered(); n > 0 && in.mod.eng.cfg.OnGuestLogsDropped != nil {
+		in.mod.eng.cfg.OnGuestLogsDropped(in.task.Processor, in.task.Partition, n)
 	}
 	if err != nil {
 		in.dead = err
