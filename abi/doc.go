@@ -50,6 +50,8 @@
 // stderr is attached to its error (this is where a Go panic message lands). The entries of
 // log() and these lines share a rate limit per task (by default 100 lines a second, in
 // bursts of up to 1000): the lines beyond it are dropped, counted and reported by the host.
+// A Go runtime crash dump on stderr (from a line "panic: " or "fatal error: " on) is one
+// error entry with its first 20 lines instead, and the error keeps the dump's start.
 //
 // # Values and pointers
 //

@@ -20,7 +20,9 @@ const guestLogReportEvery = 5 * time.Second
 // through again, or 5 s after the first unreported drop, and at most about every 5 s; and they
 // are passed to Config.OnGuestLogsDropped at the end of the guest call that dropped them.
 //
-// Lines below the logger's level are not logged and take no token.
+// Lines below the logger's level are not logged and take no token. A Go runtime crash dump
+// is one entry (see guestOutput); it is logged even when the bucket is empty if the call
+// failed, since it says why.
 //
 // The zero value is ready to use: the first instance that uses it sets its rate from its
 // engine's Config. Give every instance of a task the same one (Task.LogLimiter), so that
@@ -89,6 +91,15 @@ func (l *LogLimiter) allow() bool {
 	l.dropped++
 	l.unmetered++
 	return false
+}
+
+// force takes a token for a line that is logged anyway: it may leave the bucket in debt.
+func (l *LogLimiter) force() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.unlimited {
+		l.tokens--
+	}
 }
 
 // takeUnmetered returns the lines dropped since its last call.

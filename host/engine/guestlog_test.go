@@ -160,3 +160,73 @@ func TestGuestLogUnlimited(t *testing.T) {
 		t.Errorf("%d lines logged and %d dropped, want 600 and 0", got, drops.get("probe"))
 	}
 }
+
+// TestGoCrashFolded checks that a Go guest's runtime crash dump (a panic, a fatal error) is
+// one ERROR entry with the first lines of the stack, not a WARN entry per line, and that the
+// GuestError's Detail starts with the panic message even when the guest wrote more than
+// Detail keeps before it.
+func TestGoCrashFolded(t *testing.T) {
+	for _, tc := range []struct {
+		cmd, first string
+		kind       error
+		noise      int // stderr lines written before the crash
+	}{
+		{"panic", "panic: boom on purpose", ErrPanic, 0},
+		{"noisypanic 100", "panic: boom after the noise", ErrPanic, 100},
+		{"oom", "fatal error: out of memory", ErrOutOfMemory, 0},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			var logs jsonLogs
+			e, _ := testEngine(t, Config{Logger: logs.logger(hclog.Info), MemoryLimit: 32 << 20})
+			in := instantiate(t, e, "goprobe", newRig(t, "s").task("goprobe", "out"))
+			err := in.ProcessBatch(context.Background(), recs("x", tc.cmd))
+			ge := guestError(t, err, tc.kind)
+			stderr := logs.entries(t, func(e map[string]any) bool { return e["stream"] == "stderr" })
+			var crashes []map[string]any
+			for _, e := range stderr {
+				if e["@level"] == "error" {
+					crashes = append(crashes, e)
+				}
+			}
+			if len(stderr) != tc.noise+1 || len(crashes) != 1 {
+				for _, e := range stderr[:min(len(stderr), 25)] {
+					t.Logf("%v", e)
+				}
+				t.Fatalf("%d stderr entries, %d of them errors: want the %d lines of noise and one error", len(stderr), len(crashes), tc.noise)
+			}
+			c := crashes[0]
+			lines := strings.Split(c["crash"].(string), "\n")
+			total := int(c["crash_lines"].(float64))
+			if !strings.Contains(c["crash"].(string), tc.first) || len(lines) > maxCrashLines || total < len(lines) ||
+				!strings.Contains(c["crash"].(string), "goroutine 1 ") {
+				t.Errorf("crash entry %q (%d lines of %d): want %q and the stack's first lines, at most %d", c["crash"], len(lines), total, tc.first, maxCrashLines)
+			}
+			if !strings.Contains(ge.Detail, tc.first) || !strings.Contains(ge.Detail, "goroutine 1 ") || len(ge.Detail) > maxGuestDetail {
+				t.Errorf("Detail %q: want %q and the stack's first lines, at most %d bytes", ge.Detail, tc.first, maxGuestDetail)
+			}
+			t.Logf("crash entry %q, %d lines in the dump; Detail %q", c["@message"], total, ge.Detail)
+		})
+	}
+}
+
+// TestStderrNotACrash checks that "runtime: " lines that no fatal error follows are logged as
+// other stderr lines, in a call that fails or not.
+func TestStderrNotACrash(t *testing.T) {
+	var logs jsonLogs
+	e, _ := testEngine(t, Config{Logger: logs.logger(hclog.Info)})
+	in := instantiate(t, e, "probe", newRig(t, "s").task("probe", "out"))
+	if err := in.ProcessBatch(context.Background(), recs("say runtime: one", "say two", "say runtime: three")); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.ProcessBatch(context.Background(), recs("say runtime: four", "trap")); !errors.Is(err, ErrTrap) {
+		t.Fatalf("trap: %v", err)
+	}
+	var got []string
+	for _, e := range logs.entries(t, func(e map[string]any) bool { return e["stream"] == "stderr" }) {
+		got = append(got, e["@level"].(string)+" "+e["@message"].(string))
+	}
+	want := []string{"warn runtime: one", "warn two", "warn runtime: three", "warn runtime: four"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("stderr entries %q, want %q", got, want)
+	}
+}

@@ -301,8 +301,8 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 		cancel(context.Canceled)
 	}
 	in.closeIterators()
-	in.stdout.flush()
-	in.stderr.flush()
+	in.stdout.endCall(false)
+	in.stderr.flush() // the markers of a Go crash, for failure
 	switch {
 	case err != nil:
 		err = in.failure(ctx, done, cause, err, 0, interrupted)
@@ -317,6 +317,7 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 		// Success needs every record taken; the final record_next that returns 0 is optional.
 		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
 	}
+	in.stderr.endCall(err != nil)
 	if n := in.logs.takeUnmetered(); n > 0 && in.mod.eng.cfg.OnGuestLogsDropped != nil {
 		in.mod.eng.cfg.OnGuestLogsDropped(in.task.Processor, in.task.Partition, n)
 	}
