@@ -345,7 +345,12 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 		}
 		// in.hostKind (ErrEmit, ErrStore) stays in the chain: the caller can tell a host
 		// function's wait (a producer under backpressure) from a guest that ran too long.
-		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr)))
+		host := fmt.Errorf("%w: %w", in.hostKind, in.hostErr)
+		if interrupted && callErr != nil {
+			// The guest went on and met the host's stop: the trap is the host's, not news.
+			return in.newErrorAt(in.hostAt, kind, 0, &stopError{text: host.Error(), errs: []error{host, callErr}})
+		}
+		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, host))
 	}
 	if callErr == nil {
 		if in.hostErr != nil {
@@ -363,9 +368,15 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 	}
 	switch {
 	case interrupted && errors.Is(cause, context.DeadlineExceeded):
-		return in.newError(ErrTimeout, 0, fmt.Errorf("stopped at the batch time limit (%w): %w", cause, callErr))
+		reason := fmt.Sprintf("stopped after running past the batch time limit of %v", in.mod.eng.cfg.BatchTimeout)
+		if ctx.Err() != nil {
+			reason = fmt.Sprintf("stopped at the deadline of the caller's context (%v)", cause) // not the limit's
+		}
+		return in.newError(ErrTimeout, 0, in.stopped(reason, cause, callErr))
 	case interrupted:
-		return in.newError(ErrCanceled, 0, errors.Join(fmt.Errorf("stopped: %w", callErr), context.Cause(ctx)))
+		// The cause the caller gave, if any, and context.Canceled, both in the chain.
+		ctxCause := context.Cause(ctx)
+		return in.newError(ErrCanceled, 0, in.stopped(fmt.Sprintf("stopped when the call was canceled (%v)", ctxCause), errors.Join(ctx.Err(), ctxCause), callErr))
 	// What the Go runtime printed decides first: a panic near the memory limit is a panic.
 	case in.stderr.panicked:
 		return in.newError(ErrPanic, 0, callErr)
@@ -380,6 +391,21 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 	default:
 		return in.newError(ErrTrap, 0, callErr)
 	}
+}
+
+// stopped returns the error of a guest call that the interrupter stopped: its text is the
+// reason and, if a host function had failed, that failure, but not the trap (wasm's
+// "unreachable"), which is the host's own stop; the chain keeps cause and callErr.
+func (in *Instance) stopped(reason string, cause, callErr error) error {
+	// callErr joins the host function's failure, if any (see failure): its text follows.
+	if in.hostErr != nil {
+		reason = fmt.Sprintf("%s; %v: %v", reason, in.hostKind, in.hostErr)
+	}
+	errs := []error{callErr}
+	if cause != nil {
+		errs = append(errs, cause)
+	}
+	return &stopError{text: reason, errs: errs}
 }
 
 // nearMemoryLimit reports whether the guest's memory is within 4 MiB (the growth step of
