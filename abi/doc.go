@@ -47,7 +47,11 @@
 // source is deterministic. What the guest writes to stdout or stderr goes to the host's log
 // (stdout at debug, stderr at warn, one entry per line; a line longer than 4 KiB is cut
 // there and the rest of it is dropped), and the first 1 KiB of what the failing call wrote to
-// stderr is attached to its error (this is where a Go panic message lands).
+// stderr is attached to its error (this is where a Go panic message lands). The entries of
+// log() and these lines share a rate limit per task (by default 100 lines a second, in
+// bursts of up to 1000): the lines beyond it are dropped, counted and reported by the host.
+// A Go runtime crash dump on stderr (from a line "panic: " or "fatal error: " on) is one
+// error entry with its first 20 lines instead, and the error keeps the dump's start.
 //
 // # Values and pointers
 //
@@ -209,7 +213,8 @@
 //	    Writes msg to the host's log at level (LevelTrace..LevelError), tagged with the
 //	    processor, the partition and the current record's offset. Messages longer than
 //	    MaxLogLen bytes are truncated, and bytes that are not valid UTF-8 (including a
-//	    character cut by the truncation) are replaced by U+FFFD.
+//	    character cut by the truncation) are replaced by U+FFFD. A message beyond the task's
+//	    log rate limit (see Imports) is dropped, and the call still returns 0.
 //	set_error(msg_ptr, msg_len) -> 0
 //	    Sets the message that describes the guest's failure; the host reports it if the
 //	    current guest call returns non-zero. Longer than MaxErrorLen bytes is truncated, and

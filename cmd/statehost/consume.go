@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -11,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const consumeSynopsis = "[--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] TOPIC"
+const consumeSynopsis = "[--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC"
 
 const consumeUsage = `Prints the records of every partition of TOPIC to standard output, one per line, as
 KEY<SEP>VALUE: a null key prints as nothing, a null value as <null>. Without --follow it
@@ -19,6 +21,12 @@ prints the records that were in the topic when it started, then exits; with --fo
 goes on printing new records until SIGINT or SIGTERM. --from-beginning=false starts at the
 end of each partition, which makes sense only with --follow. No consumer group is used:
 nothing is committed.
+
+With --headers each line is KEY<SEP>VALUE<SEP>HEADERS, where HEADERS is the record's headers
+in their order as one JSON array of {"key": ..., "value": ...} objects, [] for none: a
+null header value is null, bytes that are not valid UTF-8 become U+FFFD. The array holds no
+tab and no newline (JSON escapes them), so with the default separator it is the text after
+the line's last tab.
 `
 
 // consumeOptions are the flags and argument of statehost consume.
@@ -28,6 +36,7 @@ type consumeOptions struct {
 	follow        bool
 	sep           string
 	readCommitted bool
+	headers       bool
 	topic         string
 }
 
@@ -39,6 +48,7 @@ func consumeCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs.BoolVar(&o.follow, "follow", false, "keep printing new records until SIGINT or SIGTERM")
 	fs.StringVar(&o.sep, "separator", "\t", "`SEP` printed between key and value")
 	fs.BoolVar(&o.readCommitted, "read-committed", false, "print only records of committed transactions (isolation.level=read_committed)")
+	fs.BoolVar(&o.headers, "headers", false, "print each record's headers after its value, as a JSON array (see above)")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -130,7 +140,7 @@ func consume(ctx context.Context, log hclog.Logger, out io.Writer, o consumeOpti
 			if r.Attrs.IsControl() {
 				return
 			}
-			writeRecord(w, r, o.sep)
+			writeRecord(w, r, o.sep, o.headers)
 			n++
 		})
 		if err := w.Flush(); err != nil {
@@ -172,8 +182,8 @@ func endOffsets(ctx context.Context, adm *kadm.Client, o consumeOptions) (map[in
 	return ends, nil
 }
 
-// writeRecord writes one record as KEY<SEP>VALUE and a newline.
-func writeRecord(w *bufio.Writer, r *kgo.Record, sep string) {
+// writeRecord writes one record as KEY<SEP>VALUE, with headers <SEP>HEADERS, and a newline.
+func writeRecord(w *bufio.Writer, r *kgo.Record, sep string, headers bool) {
 	w.Write(r.Key)
 	w.WriteString(sep)
 	if r.Value == nil {
@@ -181,5 +191,32 @@ func writeRecord(w *bufio.Writer, r *kgo.Record, sep string) {
 	} else {
 		w.Write(r.Value)
 	}
+	if headers {
+		w.WriteString(sep)
+		w.Write(headersJSON(r.Headers))
+	}
 	w.WriteByte('\n')
+}
+
+// jsonHeader is a record header as --headers prints it.
+type jsonHeader struct {
+	Key   string  `json:"key"`
+	Value *string `json:"value"` // nil: a null value
+}
+
+// headersJSON returns the headers as --headers prints them: a JSON array of jsonHeader.
+func headersJSON(hs []kgo.RecordHeader) []byte {
+	out := make([]jsonHeader, len(hs))
+	for i, h := range hs {
+		out[i].Key = h.Key
+		if h.Value != nil {
+			v := string(h.Value)
+			out[i].Value = &v
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "<" as it is
+	_ = enc.Encode(out)      // strings only: it cannot fail
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -94,7 +94,7 @@ func TestUsageListsEveryCommandAndFlag(t *testing.T) {
 		"statehost run [--config FILE]", "statehost validate [--config FILE]",
 		"statehost broker --data-dir DIR [--listen ADDR] [--sync-writes]",
 		"statehost produce [--brokers ADDRS] [--key-separator SEP] TOPIC",
-		"statehost consume [--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] TOPIC",
+		"statehost consume [--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC",
 		"statehost build DIR [-o FILE]", "--log-level LEVEL", "--log-json",
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -14,6 +14,10 @@ const (
 	DefaultMemoryLimit = 64 << 20
 	// DefaultBatchTimeout is the default of Config.BatchTimeout.
 	DefaultBatchTimeout = 10 * time.Second
+	// DefaultGuestLogRate is the default of Config.GuestLogRate: 100 lines a second per task.
+	DefaultGuestLogRate = 100
+	// DefaultGuestLogBurst is the default of Config.GuestLogBurst: 1000 lines per task.
+	DefaultGuestLogBurst = 1000
 	// wasmPageSize is the size of a WebAssembly memory page.
 	wasmPageSize = 64 << 10
 	// maxMemoryLimit is the largest memory a wasm32 guest can address.
@@ -54,6 +58,23 @@ type Config struct {
 	// offset. Default: a logger that discards everything.
 	Logger hclog.Logger
 
+	// GuestLogRate is how many lines a second each task's guests may log, the entries of the
+	// log host function and the lines written to stdout and stderr together: a token bucket
+	// of this rate and GuestLogBurst lines, kept by the task's LogLimiter (Task.LogLimiter),
+	// drops the lines beyond it and reports how many. Default: DefaultGuestLogRate (100
+	// lines a second); negative: no limit.
+	GuestLogRate float64
+
+	// GuestLogBurst is how many lines a task's guests may log at once, beyond GuestLogRate:
+	// the size of the token bucket, full at the start. Default: DefaultGuestLogBurst (1000
+	// lines); at least 1.
+	GuestLogBurst int
+
+	// OnGuestLogsDropped, when set, is told after each guest call that dropped log lines how
+	// many it dropped, with the task's processor and partition (the runtime counts them in a
+	// metric). It runs on the call's goroutine and must not block. Default: nil.
+	OnGuestLogsDropped func(processor string, partition int32, lines int64)
+
 	// Now is the clock of wall-clock punctuations. Default: time.Now.
 	Now func() time.Time
 }
@@ -70,6 +91,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchTimeout == 0 {
 		c.BatchTimeout = DefaultBatchTimeout
+	}
+	if c.GuestLogRate == 0 {
+		c.GuestLogRate = DefaultGuestLogRate
+	}
+	if c.GuestLogBurst == 0 {
+		c.GuestLogBurst = DefaultGuestLogBurst
+	}
+	if c.GuestLogBurst < 1 {
+		errs = append(errs, fmt.Errorf("engine: GuestLogBurst %d is less than 1", c.GuestLogBurst))
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -117,3 +117,17 @@ func (e *ModuleError) Error() string {
 
 // Unwrap returns ErrInvalidModule.
 func (e *ModuleError) Unwrap() error { return ErrInvalidModule }
+
+// stopError is the error of a guest call the host stopped (at the time limit, or when the
+// call was canceled): its text says why, and its chain keeps the cause and the trap by which
+// the guest stopped, whose text is left out.
+type stopError struct {
+	text string
+	errs []error
+}
+
+// Error implements error.
+func (e *stopError) Error() string { return e.text }
+
+// Unwrap returns the cause and the guest's trap.
+func (e *stopError) Unwrap() []error { return e.errs }

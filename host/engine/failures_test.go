@@ -32,14 +32,14 @@ func TestGuestFailures(t *testing.T) {
 	e, _ := testEngine(t, Config{MemoryLimit: 32 << 20, BatchTimeout: time.Second})
 	for _, tc := range []failCase{
 		{"C trap", "probe", []string{"put", "trap", "put"}, 1, ErrTrap, "unreachable"},
-		{"C infinite loop", "probe", []string{"put", "loop"}, 1, ErrTimeout, "deadline exceeded"},
+		{"C infinite loop", "probe", []string{"put", "loop"}, 1, ErrTimeout, "stopped after running past the batch time limit of 1s"},
 		{"C memory bomb", "probe", []string{"bomb"}, 0, ErrOutOfMemory, "unreachable"},
 		{"C exit", "probe", []string{"put", "put", "exit"}, 2, ErrExit, "exit_code(7)"},
 		{"C error code", "probe", []string{"fail", "put"}, 0, ErrGuestFailed, "-12: guest said: probe failed on purpose"},
 		{"C positive code", "probe", []string{"stop"}, 0, ErrGuestFailed, "returned an error 1"},
 		{"C skips records", "probe", []string{"put", "skip", "put"}, 1, ErrProtocol, "after taking 2 of 3 records"},
 		{"Go panic", "goprobe", []string{"x", "panic"}, 1, ErrPanic, "panic: boom on purpose"},
-		{"Go infinite loop", "goprobe", []string{"loop"}, 0, ErrTimeout, "deadline exceeded"},
+		{"Go infinite loop", "goprobe", []string{"loop"}, 0, ErrTimeout, "stopped after running past the batch time limit of 1s"},
 		{"Go memory bomb", "goprobe", []string{"x", "x", "oom"}, 2, ErrOutOfMemory, "out of memory"},
 		{"Go os.Exit", "goprobe", []string{"exit"}, 0, ErrExit, "exit_code(3)"},
 		{"Go error", "goprobe", []string{"x", "fail", "x"}, 1, ErrGuestFailed, "guest said: failed on purpose"},

@@ -173,8 +173,8 @@ func hostLog(c call) int32 {
 		return c.code
 	}
 	in := c.in
-	if hclog.Level(level) < in.log.GetLevel() {
-		return abi.CodeOK
+	if hclog.Level(level) < in.log.GetLevel() || !in.logs.allow() {
+		return abi.CodeOK // below the log level, or beyond the task's rate limit: dropped
 	}
 	text := truncate(msg, abi.MaxLogLen)
 	if r := in.current(); r != nil {

@@ -43,6 +43,10 @@ type Task struct {
 	// a producer off the time limit of the instance's guest calls (see HostWaits). Give every
 	// instance of a task the same one. Default nil: every moment of a call counts.
 	Waits *HostWaits
+	// LogLimiter, when set, is the rate limit of the task's guest log (Config.GuestLogRate).
+	// Give every instance of a task the same one, so that an instance that replaces a failed
+	// one starts with the limit where it was. Default nil: the instance has one of its own.
+	LogLimiter *LogLimiter
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -89,6 +93,7 @@ type Instance struct {
 	hostAt   int    // blame when hostErr happened
 
 	intr           interrupter // stops a running call at its deadline or cancellation
+	logs           *LogLimiter // the task's, or the instance's own
 	stdout, stderr guestOutput
 	busy           atomic.Bool
 	dead           error
@@ -192,8 +197,13 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 		cursor:     -1,
 		last:       -1,
 	}
-	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout"}
-	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", keep: true}
+	in.logs = task.LogLimiter
+	if in.logs == nil {
+		in.logs = &LogLimiter{}
+	}
+	in.logs.attach(m.eng.cfg, in.log)
+	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout", limit: in.logs}
+	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", limit: in.logs, keep: true}
 
 	// No start functions: _initialize runs below, as every guest call, under the
 	// interrupter, which needs the instantiated module's global.
@@ -291,8 +301,8 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 		cancel(context.Canceled)
 	}
 	in.closeIterators()
-	in.stdout.flush()
-	in.stderr.flush()
+	in.stdout.endCall(false)
+	in.stderr.flush() // the markers of a Go crash, for failure
 	switch {
 	case err != nil:
 		err = in.failure(ctx, done, cause, err, 0, interrupted)
@@ -306,6 +316,10 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 	case in.batch != nil && in.last != len(in.batch)-1:
 		// Success needs every record taken; the final record_next that returns 0 is optional.
 		err = in.newError(ErrProtocol, 0, fmt.Errorf("guest returned success after taking %d of %d records", in.last+1, len(in.batch)))
+	}
+	in.stderr.endCall(err != nil)
+	if n := in.logs.takeUnmetered(); n > 0 && in.mod.eng.cfg.OnGuestLogsDropped != nil {
+		in.mod.eng.cfg.OnGuestLogsDropped(in.task.Processor, in.task.Partition, n)
 	}
 	if err != nil {
 		in.dead = err
@@ -331,7 +345,12 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 		}
 		// in.hostKind (ErrEmit, ErrStore) stays in the chain: the caller can tell a host
 		// function's wait (a producer under backpressure) from a guest that ran too long.
-		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr)))
+		host := fmt.Errorf("%w: %w", in.hostKind, in.hostErr)
+		if interrupted && callErr != nil {
+			// The guest went on and met the host's stop: the trap is the host's, not news.
+			return in.newErrorAt(in.hostAt, kind, 0, &stopError{text: host.Error(), errs: []error{host, callErr}})
+		}
+		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, host))
 	}
 	if callErr == nil {
 		if in.hostErr != nil {
@@ -349,9 +368,15 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 	}
 	switch {
 	case interrupted && errors.Is(cause, context.DeadlineExceeded):
-		return in.newError(ErrTimeout, 0, fmt.Errorf("stopped at the batch time limit (%w): %w", cause, callErr))
+		reason := fmt.Sprintf("stopped after running past the batch time limit of %v", in.mod.eng.cfg.BatchTimeout)
+		if ctx.Err() != nil {
+			reason = fmt.Sprintf("stopped at the deadline of the caller's context (%v)", cause) // not the limit's
+		}
+		return in.newError(ErrTimeout, 0, in.stopped(reason, cause, callErr))
 	case interrupted:
-		return in.newError(ErrCanceled, 0, errors.Join(fmt.Errorf("stopped: %w", callErr), context.Cause(ctx)))
+		// The cause the caller gave, if any, and context.Canceled, both in the chain.
+		ctxCause := context.Cause(ctx)
+		return in.newError(ErrCanceled, 0, in.stopped(fmt.Sprintf("stopped when the call was canceled (%v)", ctxCause), errors.Join(ctx.Err(), ctxCause), callErr))
 	// What the Go runtime printed decides first: a panic near the memory limit is a panic.
 	case in.stderr.panicked:
 		return in.newError(ErrPanic, 0, callErr)
@@ -366,6 +391,21 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 	default:
 		return in.newError(ErrTrap, 0, callErr)
 	}
+}
+
+// stopped returns the error of a guest call that the interrupter stopped: its text is the
+// reason and, if a host function had failed, that failure, but not the trap (wasm's
+// "unreachable"), which is the host's own stop; the chain keeps cause and callErr.
+func (in *Instance) stopped(reason string, cause, callErr error) error {
+	// callErr joins the host function's failure, if any (see failure): its text follows.
+	if in.hostErr != nil {
+		reason = fmt.Sprintf("%s; %v: %v", reason, in.hostKind, in.hostErr)
+	}
+	errs := []error{callErr}
+	if cause != nil {
+		errs = append(errs, cause)
+	}
+	return &stopError{text: reason, errs: errs}
 }
 
 // nearMemoryLimit reports whether the guest's memory is within 4 MiB (the growth step of

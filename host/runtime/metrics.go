@@ -39,6 +39,7 @@ import (
 //	statehost_records_skipped_total{processor,reason}       counter    poison records skipped (on_error = "skip"), by the
 //	                                                                   guest's failure: error, trap, panic, exit, out_of_memory, timeout
 //	statehost_records_dead_lettered_total{processor}        counter    poison records sent to the dead-letter topic (on_error = "dead_letter")
+//	statehost_guest_log_lines_dropped_total{processor}      counter    guest log lines (log, stdout, stderr) over the per-task rate limit
 //
 // plus the Go runtime's (go_*) and the process's (process_*) collectors.
 //
@@ -66,6 +67,7 @@ type metrics struct {
 	dropped      *prometheus.CounterVec
 	skips        *prometheus.CounterVec
 	deadLetters  *prometheus.CounterVec
+	logsDropped  *prometheus.CounterVec
 	stateOps     *prometheus.CounterVec
 	clRecords    *prometheus.CounterVec
 	clBytes      *prometheus.CounterVec
@@ -128,6 +130,10 @@ func newMetrics(board *statusBoard) *metrics {
 			Name: "statehost_records_dead_lettered_total",
 			Help: "Poison records sent to the processor's dead-letter topic (on_error = \"dead_letter\").",
 		}, []string{"processor"}),
+		logsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statehost_guest_log_lines_dropped_total",
+			Help: "Guest log lines (the log host function, stdout and stderr) dropped by the per-task rate limit (engine.Config.GuestLogRate, GuestLogBurst).",
+		}, []string{"processor"}),
 		stateOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statehost_state_ops_total",
 			Help: "Store operations of the plugins, per operation and store.",
@@ -150,7 +156,7 @@ func newMetrics(board *statusBoard) *metrics {
 		progress:   make(map[restoreKey]*restoreProgress),
 	}
 	m.reg.MustRegister(m.processed, m.batch, m.punctuations, m.commit, m.reloads, m.dropped,
-		m.skips, m.deadLetters, m.stateOps, m.clRecords, m.clBytes, m.restored,
+		m.skips, m.deadLetters, m.logsDropped, m.stateOps, m.clRecords, m.clBytes, m.restored,
 		&boardCollector{m: m, board: board},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -176,6 +182,7 @@ func (m *metrics) addProcessor(name string) {
 	for _, res := range []string{reloadDeployed, reloadUnchanged, reloadRefused, reloadFailed} {
 		m.reloads.WithLabelValues(name, res)
 	}
+	m.logsDropped.WithLabelValues(name)
 }
 
 // proc returns the metrics of the processor name (one that addProcessor created).
@@ -209,6 +216,12 @@ func (m *metrics) skipped(proc, reason string) { m.skips.WithLabelValues(proc, r
 
 // deadLettered counts a poison record of proc sent to its dead-letter topic.
 func (m *metrics) deadLettered(proc string) { m.deadLetters.WithLabelValues(proc).Inc() }
+
+// guestLogsDropped counts the guest log lines of a task of proc that its rate limit dropped
+// (engine.Config.OnGuestLogsDropped).
+func (m *metrics) guestLogsDropped(proc string, _ int32, lines int64) {
+	m.logsDropped.WithLabelValues(proc).Add(float64(lines))
+}
 
 // committed observes a commit that began at start.
 func (m *metrics) committed(start time.Time) {

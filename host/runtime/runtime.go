@@ -257,7 +257,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("runtime: open state directory %s: %w", dir, err)
 	}
 	r.eng, err = engine.New(ctx, engine.Config{CacheDir: filepath.Join(dir, "wasm-cache"), Logger: opts.Logger,
-		BatchTimeout: opts.batchTimeout})
+		BatchTimeout: opts.batchTimeout, OnGuestLogsDropped: r.metrics.guestLogsDropped})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: start the wasm engine: %w", err)
 	}

@@ -63,6 +63,7 @@ type task struct {
 	// call in progress, whichever instance of the task runs it (the changelog task's hook,
 	// and every instance's engine.Task.Waits).
 	waits *engine.HostWaits
+	logs  engine.LogLimiter // the rate limit of its guests' log, kept across their instances
 
 	// last is the last record processed per input topic since the last commit; nil entries
 	// are not kept. The loop fills it when a job ends, commits read and clear it.
@@ -159,6 +160,7 @@ func (t *task) engineTask() engine.Task {
 		Logger:    t.rt.opts.Logger,
 		Waits:     t.waits,
 	}
+	et.LogLimiter = &t.logs
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		if t.guard == nil {
 			t.guard = newPoisonGuard(t)

@@ -386,7 +386,12 @@ static int32_t run(const char *cmd) {
 	} else if (arg(cmd, "put", &n)) {
 		int32_t s = store("s");
 		for (long i = 0; i < n; i++) sh_state_put(s, "key", 3, "value", 5);
-	}
+	} else if (arg(cmd, "log", &n)) {
+		char line[48];
+		for (long i = 0; i < n; i++) sh_log(SH_LEVEL_INFO, line, snprintf(line, sizeof line, "probe log line %ld", i));
+	} else if (arg(cmd, "print", &n)) {
+		for (long i = 0; i < n; i++) fprintf(stderr, "probe stderr line %ld\n", i);
+	} else if (strncmp(cmd, "say ", 4) == 0) fprintf(stderr, "%s\n", cmd + 4); /* one line to stderr */
 	return SH_OK;
 }
 

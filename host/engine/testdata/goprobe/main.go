@@ -7,6 +7,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ func process(ctx pluginsdk.Context) error {
 	switch verb {
 	case "panic":
 		panic("boom on purpose")
+	case "noisypanic":
+		// n lines on stderr, then a panic: its message is not in the first KiB of stderr.
+		for i := range n {
+			fmt.Fprintf(os.Stderr, "goprobe noise line %d\n", i)
+		}
+		panic("boom after the noise")
 	case "loop":
 		for {
 			sink++
