@@ -42,11 +42,12 @@ import (
 // job is a plugin call that a worker runs for a task: a batch with the punctuations it makes
 // due, or the task's due punctuations alone (recs nil).
 type job struct {
-	recs   []*kgo.Record
-	err    error // the call's failure; written by the job's goroutine before done closes
-	cancel context.CancelFunc
-	done   chan struct{}
-	closed bool // the task is closing: its result is dropped (guarded by r.mu)
+	recs    []*kgo.Record
+	err     error // the call's failure; written by the job's goroutine before done closes
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time // when the loop started it
+	closed  bool      // the task is closing: its result is dropped (guarded by r.mu)
 	// touched is the task's touched before a punctuation job: such a job leaves the task
 	// touched only if it wrote, emitted or failed.
 	touched bool
@@ -65,7 +66,7 @@ func (t *task) busy() bool { return t.job != nil }
 // caller holds r.mu; t is not busy.
 func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
 	ctx, cancel := context.WithCancel(r.work)
-	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched}
+	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched, started: time.Now()}
 	t.job = j
 	for _, kr := range recs { // each input's records are in offset order
 		if t.first == nil {
@@ -133,11 +134,58 @@ func (r *Runtime) collectJobs() error {
 		return first
 	}
 	for _, t := range ended {
-		if r.tasks[t.id] == t && !t.busy() && len(t.held) > 0 && !t.failed && !r.quiescing() {
+		if r.tasks[t.id] == t && !t.busy() && !t.owed && len(t.held) > 0 && !t.failed && !r.quiescing() {
 			r.startHeld(t)
 		}
 	}
 	return nil
+}
+
+// settleJobs, before a commit, takes in the jobs that have ended and waits for those that
+// started less than slowJob ago (a batch of normal length): the commit then leaves out only
+// the tasks that are really slow. It returns the first failure of a job. The caller holds
+// r.mu.
+func (r *Runtime) settleJobs() error {
+	limit := r.slowJob()
+	for _, t := range r.tasks {
+		j := t.job
+		if j == nil {
+			continue
+		}
+		if left := limit - time.Since(j.started); left > 0 {
+			timer := time.NewTimer(left)
+			select {
+			case <-j.done:
+			case <-timer.C:
+			}
+			timer.Stop()
+		}
+		if err := r.finishJob(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// owedEnded reports whether a task left out of the last commit (it was busy) has ended its
+// job: it commits before it starts the next. The caller holds no lock.
+func (r *Runtime) owedEnded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tasks {
+		if !t.owed {
+			continue
+		}
+		if t.job == nil {
+			return true
+		}
+		select {
+		case <-t.job.done:
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // finishJob takes in the result of t's ended job, once (it does nothing when t has no ended
@@ -189,15 +237,21 @@ func (r *Runtime) startHeld(t *task) {
 	r.resumeHeld(t)
 }
 
+// maxHeld is how many records of an input partition a task may hold before the partition is
+// paused: enough for the next batch to be ready when the job ends (a poll brings at most
+// fetchMaxPartitionBytes of a partition), few enough to bound what a stuck task holds.
+const maxHeld = 10000
+
 // hold keeps recs (records of the input partition topic of t) for t's next job, while a job
-// runs, and pauses that partition until then. The caller holds r.mu.
+// runs (or the task waits for its commit), and pauses that partition when it holds maxHeld
+// records, until they are handed on. The caller holds r.mu.
 func (r *Runtime) hold(t *task, topic string, recs []*kgo.Record) {
 	if t.held == nil {
 		t.held = make(map[string][]*kgo.Record)
 	}
 	t.held[topic] = append(t.held[topic], recs...)
 	tp := topicPartition{topic, t.id.part}
-	if !r.heldPaused[tp] {
+	if len(t.held[topic]) >= maxHeld && !r.heldPaused[tp] {
 		r.heldPaused[tp] = true
 		r.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
 	}

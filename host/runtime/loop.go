@@ -70,10 +70,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// A stop request does not interrupt a job or a commit that has begun: the job
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(fetches)
-		if err == nil {
-			r.punctuateAll()
-		}
-		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits()) {
+		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits() || r.owedEnded()) {
 			why := "interval"
 			if r.rebalanceWaits() {
 				why = "rebalance" // commits even init writes alone: the rebalance waits for them
@@ -86,6 +83,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 				r.mu.Unlock()
 			}
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
+		}
+		if err == nil {
+			r.punctuateAll() // and the held records of the tasks that just committed
 		}
 		r.allowRebalance()
 	}
@@ -184,7 +184,7 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 					len(fp.Records), fp.Topic, fp.Partition, fp.Records[0].Offset, p.cfg.Name, fp.Partition)
 				continue
 			}
-			if t.busy() || r.quiescing() {
+			if t.busy() || t.owed || r.quiescing() {
 				r.hold(t, fp.Topic, fp.Records)
 				continue
 			}
@@ -275,7 +275,7 @@ func (r *Runtime) punctuateAll() {
 		return
 	}
 	for _, t := range r.tasks {
-		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
+		if t.state != stateRunning || t.busy() || t.owed || t.inst == nil || t.failed {
 			continue
 		}
 		if len(t.held) > 0 {
@@ -324,10 +324,19 @@ func (r *Runtime) needsCommit() bool {
 func (r *Runtime) commitAll(ctx context.Context, why string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.txn != nil {
-		return r.commitTxnLocked(ctx, why)
+	if err := r.settleJobs(); err != nil {
+		return err
 	}
-	return r.commitLocked(ctx, why, nil)
+	var err error
+	if r.txn != nil {
+		err = r.commitTxnLocked(ctx, why)
+	} else {
+		err = r.commitLocked(ctx, why, nil)
+	}
+	for _, t := range r.tasks {
+		t.owed = t.busy() // left out: it commits as soon as its job ends
+	}
+	return err
 }
 
 // commitTimeout bounds a commit: the acknowledgements it waits for, the store apply and the

@@ -76,6 +76,9 @@ type task struct {
 	// are the records handed to the task meanwhile, per input topic, for its next job.
 	job  *job
 	held map[string][]*kgo.Record
+	// owed: the task was busy at the last commit; it commits as soon as its job ends, before
+	// its next job starts.
+	owed bool
 
 	batch []engine.Record // the engine records of the job's batch (the job's goroutine only)
 
