@@ -62,7 +62,7 @@
 //	}                                       # without the token
 //
 //	topic "sentences" {                     # any number; created at start when missing
-//	  partitions = 4                        # required, >= 1
+//	  partitions = 4                        # required, from 1 to 2147483647
 //	  config     = { "retention.ms" = "-1" } # optional topic configs, string to string
 //	}
 //
