@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -310,8 +311,8 @@ func (d *decoder) hasErrorAt(rng hcl.Range) bool {
 	return false
 }
 
-// checkModule checks that the module file exists, is a regular file and, with
-// opts.CheckModule, is a valid module.
+// checkModule checks that the module file exists, is a regular file that can be read and,
+// with opts.CheckModule, is a valid module.
 func (d *decoder) checkModule(path string, rng hcl.Range, opts Options) {
 	fi, err := os.Stat(path)
 	switch {
@@ -325,11 +326,28 @@ func (d *decoder) checkModule(path string, rng hcl.Range, opts Options) {
 		d.errorf(rng, "Module is not a file", "The module %s is not a regular file.", path)
 		return
 	}
+	if err := readable(path); err != nil {
+		d.errorf(rng, "Module file not readable", "The module file %s cannot be read: %v.", path, err)
+		return
+	}
 	if opts.CheckModule != nil {
 		if err := opts.CheckModule(path); err != nil {
 			d.errorf(rng, "Invalid module", "The module %s is not a valid statehost module: %v.", path, err)
 		}
 	}
+}
+
+// readable returns the error of opening path and reading its first byte, if any.
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Read(make([]byte, 1)); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
 }
 
 func (d *decoder) decodeStore(rs rawStore) Store {

@@ -72,7 +72,7 @@
 //
 //	processor "count" {                     # any number; name [a-zA-Z0-9._-], not starting
 //	                                        # with '.' (task directories are <name>_<partition>)
-//	  module  = "plugins/count/count.wasm"  # required; an existing .wasm file
+//	  module  = "plugins/count/count.wasm"  # required; an existing, readable .wasm file
 //	  inputs  = ["words"]                   # required, not empty, no duplicates
 //	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
 //	  on_error = "fail"                     # default "fail": what happens to a record the plugin
