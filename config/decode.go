@@ -203,6 +203,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	d.checkTopics(raw, c)
 	d.checkProcessors(raw, c)
 	d.checkDeadLetters(c)
+	d.checkTopology(c)
 }
 
 func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {

@@ -141,6 +141,13 @@
 // window stores, inactivity_gap only to session stores, and grace, retention and
 // changelog_additional_retention to both: setting one on a store of another type is an error.
 //
+// The processors must not form a cycle: no processor may read, through other processors, what
+// it writes (its outputs, and its dead-letter topic), whatever the topics are (topic blocks,
+// repartition topics, topics only on the broker). A record that goes round would be processed
+// without end unless a plugin stops emitting for it, which the host cannot know; a feedback
+// loop that is meant to be one belongs in a second application. The error names the path of
+// one cycle and is on the output of its first processor.
+//
 // Names of topics, repartitions and stores follow Kafka's rules for topic names
 // ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.
 // An input or output that names a repartition block by its short name means the
