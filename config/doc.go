@@ -74,7 +74,8 @@
 //	                                        # with '.' (task directories are <name>_<partition>)
 //	  module  = "plugins/count/count.wasm"  # required; an existing, readable .wasm file
 //	  inputs  = ["words"]                   # required, not empty, no duplicates
-//	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
+//	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs, no
+//	                                        # changelog topic of the application
 //	  on_error = "fail"                     # default "fail": what happens to a record the plugin
 //	                                        # fails on. "fail": the application stops with an
 //	                                        # error naming topic, partition and offset; "skip":

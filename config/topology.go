@@ -8,10 +8,39 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// checkTopology checks the processors as a graph: no records can go round from a processor
-// back to itself through other processors (a cycle).
+// checkTopology checks the processors as a graph: no processor writes the changelog topic of
+// a store, and no records can go round from a processor back to itself through other
+// processors (a cycle).
 func (d *decoder) checkTopology(c *Config) {
+	d.checkChangelogOutputs(c)
 	d.checkCycles(c)
+}
+
+// checkChangelogOutputs refuses an output that is the changelog topic of a logged store: its
+// records would become the store's state at the next restore.
+func (d *decoder) checkChangelogOutputs(c *Config) {
+	if c.ApplicationID == "" {
+		return
+	}
+	type storeAt struct {
+		name string
+		rng  hcl.Range
+	}
+	changelogs := map[string]storeAt{}
+	for _, p := range c.Processors {
+		for _, s := range p.Stores {
+			if s.Logging {
+				changelogs[changelogTopic(c.ApplicationID, s.Name)] = storeAt{s.Name, s.DeclRange}
+			}
+		}
+	}
+	for _, p := range c.Processors {
+		for i, out := range p.Outputs {
+			if s, ok := changelogs[out]; ok {
+				d.errorf(p.OutputRanges[i], "Output is a changelog topic", "The processor %q writes to %q, the changelog topic of store %q (at %s): the store would take its records for its own state at the next restore.", p.Name, out, s.name, where(s.rng))
+			}
+		}
+	}
 }
 
 // edge is a way from one processor to another: from writes topic (an output, or its
