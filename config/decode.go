@@ -204,6 +204,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	d.checkProcessors(raw, c)
 	d.checkDeadLetters(c)
 	d.checkTopology(c)
+	d.checkLocal(raw, body, c)
 }
 
 func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {

@@ -13,7 +13,8 @@
 //
 //	application_id       = "wordcount"      # required; [a-zA-Z0-9._-], 1 to 200 characters:
 //	                                        # it prefixes topic names and is the consumer group id
-//	state_dir            = "state"          # default "state"
+//	state_dir            = "state"          # default "state"; a directory, or one that can be
+//	                                        # made (no file in its place or on its path)
 //	processing_guarantee = "at_least_once"  # default "at_least_once", or "exactly_once"
 //	commit_interval      = "1s"             # a Go duration (time.ParseDuration), > 0; default "30s",
 //	                                        # "100ms" with exactly_once
@@ -43,8 +44,8 @@
 //
 //	embedded_broker {                       # optional; used only when kafka.brokers is empty
 //	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"
-//	  data_dir = "state/broker"             # default <state_dir>/broker
-//	}
+//	  data_dir = "state/broker"             # default <state_dir>/broker; a directory, or one
+//	}                                       # that can be made
 //
 //	admin {                                 # optional
 //	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it; an address
@@ -148,6 +149,10 @@
 // without end unless a plugin stops emitting for it, which the host cannot know; a feedback
 // loop that is meant to be one belongs in a second application. The error names the path of
 // one cycle and is on the output of its first processor.
+//
+// Load also checks the configuration against the machine it runs on, as run will meet it:
+// state_dir, <state_dir>/<application_id> and, when the embedded broker runs, its data_dir
+// must be directories or be creatable as such, and each module file must be readable.
 //
 // Names of topics, repartitions and stores follow Kafka's rules for topic names
 // ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.
