@@ -43,14 +43,16 @@
 //	}                                       # broker runs in-process
 //
 //	embedded_broker {                       # optional; used only when kafka.brokers is empty
-//	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"
+//	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"; not admin.listen's address
 //	  data_dir = "state/broker"             # default <state_dir>/broker; a directory, or one
 //	}                                       # that can be made
 //
 //	admin {                                 # optional
 //	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it; an address
 //	                                        # that is not loopback (127.0.0.0/8, ::1, localhost;
-//	                                        # ":9464" and 0.0.0.0 are not) needs a token
+//	                                        # ":9464" and 0.0.0.0 are not) needs a token; not the
+//	                                        # address of the embedded broker, nor of a broker of
+//	                                        # kafka.brokers on a loopback address
 //	  advertise = "statehost-1:9464"        # optional: where other instances reach it (the
 //	                                        # redirects of interactive queries); default the
 //	                                        # listen address (the host name for 0.0.0.0)
@@ -152,7 +154,9 @@
 //
 // Load also checks the configuration against the machine it runs on, as run will meet it:
 // state_dir, <state_dir>/<application_id> and, when the embedded broker runs, its data_dir
-// must be directories or be creatable as such, and each module file must be readable.
+// must be directories or be creatable as such; each module file must be readable; and the
+// admin listener must not want the port of an address the embedded broker's listener (or a
+// broker of kafka.brokers on a loopback address) wants. Port 0 clashes with nothing.
 //
 // Names of topics, repartitions and stores follow Kafka's rules for topic names
 // ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.

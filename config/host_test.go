@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/statehost/statehost/config"
@@ -60,5 +61,53 @@ processor "locked" {
 	}
 	if checked != 0 {
 		t.Errorf("CheckModule was called for %d unreadable modules", checked)
+	}
+}
+
+// TestListenClashes: the admin listener and the embedded broker's clash when they want the
+// same port of an address they share, and only then.
+func TestListenClashes(t *testing.T) {
+	for _, tc := range []struct {
+		admin, broker string
+		clash         bool
+	}{
+		{"127.0.0.1:9092", "127.0.0.1:9092", true},
+		{"127.0.0.1:9092", "127.0.0.1:09092", true},
+		{"localhost:9092", "[::1]:9092", true},
+		{":9092", "[::1]:9092", true},
+		{"[::]:9092", "0.0.0.0:9092", true},
+		{"0.0.0.0:9092", "statehost-1:9092", true},
+		{"Statehost-1:9092", "statehost-1:9092", true},
+		{"127.0.0.1:9092", "127.0.0.2:9092", false},
+		{"0.0.0.0:9092", "[::1]:9092", false},
+		{"statehost-1:9092", "statehost-2:9092", false},
+		{"127.0.0.1:9093", "127.0.0.1:9092", false},
+		{"127.0.0.1:0", "127.0.0.1:0", false},
+	} {
+		_, path := writeConfig(t, fmt.Sprintf(`application_id = "ports"
+embedded_broker {
+  listen = %q
+}
+admin {
+  listen = %q
+  token  = "s3cret-for-tests"
+}
+`, tc.broker, tc.admin))
+		_, diags := config.Load(path, config.Options{})
+		var clashes []string
+		for _, d := range diags {
+			if d.Summary == "Listen address clash" {
+				clashes = append(clashes, fmt.Sprintf("%d:%d", d.Subject.Start.Line, d.Subject.Start.Column))
+			} else {
+				t.Errorf("admin %q, broker %q: unexpected diagnostic %s: %s", tc.admin, tc.broker, d.Summary, d.Detail)
+			}
+		}
+		want := ""
+		if tc.clash {
+			want = "3:12 6:12" // both listeners
+		}
+		if got := strings.Join(clashes, " "); got != want {
+			t.Errorf("admin %q, broker %q: clashes at %q, want %q", tc.admin, tc.broker, got, want)
+		}
 	}
 }
