@@ -173,7 +173,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 		commitDefault = defaultEOSCommitInterval
 	}
 	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", commitDefault)
-	c.SessionTimeout = d.duration(raw.SessionTimeout, "session_timeout", defaultSessionTimeout)
+	d.decodeSessionTimeout(raw.SessionTimeout, body, c)
 	c.StandbyReplicas = int(d.wholeNumber(raw.StandbyReplicas, "standby_replicas", math.MaxInt32, defaultStandbyReplicas))
 	c.AcceptableRecoveryLag = d.wholeNumber(raw.AcceptableRecoveryLag, "acceptable_recovery_lag", math.MaxInt64, defaultAcceptableRecoveryLag)
 	c.StateCleanupDelay = d.millisDuration(raw.StateCleanupDelay, "state_cleanup_delay", defaultStateCleanupDelay)
@@ -467,7 +467,7 @@ func (d *decoder) decodeStoreTimes(rs rawStore, s *Store, typeKnown bool) {
 		s.Retention = retention
 		// Compare only with a base and a grace that are valid, or the message would be wrong.
 		if baseOK && (graceOK || absent(rs.Grace)) && retention < least {
-			d.errorf(rs.Retention.Range(), "Retention too short", "The retention %q of %s store %q is shorter than %s + grace (%s): %ss would expire before they close.", retentionText, s.Type, s.Name, baseName, formatDuration(least), s.Type)
+			d.errorf(rs.Retention.Range(), "Retention too short", "The retention %q of %s store %q is shorter than %s + grace (%s): %ss would expire before they close.", retentionText, s.Type, s.Name, baseName, FormatDuration(least), s.Type)
 		}
 	}
 	s.AdditionalRetention = defaultAdditionalRetention

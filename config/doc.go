@@ -20,8 +20,11 @@
 //	                                        # "100ms" with exactly_once
 //	session_timeout      = "10s"            # default "10s": how long the consumer group waits for
 //	                                        # an instance that stopped heartbeating (a killed
-//	                                        # process) before its tasks move; within the broker's
-//	                                        # group.min/max.session.timeout.ms
+//	                                        # process) before its tasks move; whole milliseconds,
+//	                                        # from 100ms (the Kafka client's least) to 2^31-1 ms;
+//	                                        # run checks it against the broker's
+//	                                        # group.min/max.session.timeout.ms (6s to 30m on
+//	                                        # Kafka by default, 100ms to 5m on the embedded broker)
 //
 //	standby_replicas           = 1          # default 0, >= 0: how many standby copies of each task
 //	                                        # other instances keep, restoring its stores from the

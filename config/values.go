@@ -243,9 +243,9 @@ func addDurations(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// formatDuration is time.Duration.String without the zero units it ends with: "1m" rather
-// than "1m0s", "2h" rather than "2h0m0s".
-func formatDuration(dur time.Duration) string {
+// FormatDuration is time.Duration.String without the zero units it ends with: "1m" rather
+// than "1m0s", "2h" rather than "2h0m0s". Diagnostics write durations so, as the file does.
+func FormatDuration(dur time.Duration) string {
 	s := dur.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
