@@ -39,6 +39,9 @@ type Config struct {
 	Guarantee      Guarantee
 	CommitInterval time.Duration
 	SessionTimeout time.Duration
+	// SessionTimeoutRange is the session_timeout attribute's value, or the start of the file
+	// when it is absent (the default): where a broker's refusal of SessionTimeout points.
+	SessionTimeoutRange hcl.Range
 
 	// StandbyReplicas is how many standby copies of each task other instances keep: they
 	// restore the task's stores from its changelog, so that one can take the task over without

@@ -228,6 +228,7 @@ processor "count" {
 		Guarantee:                config.AtLeastOnce,
 		CommitInterval:           30 * time.Second,
 		SessionTimeout:           10 * time.Second,
+		SessionTimeoutRange:      c.SessionTimeoutRange, // checked below
 		StandbyReplicas:          0,
 		AcceptableRecoveryLag:    10000,
 		StateCleanupDelay:        10 * time.Minute,
@@ -254,6 +255,7 @@ processor "count" {
 	if c.Kafka.Range != (hcl.Range{}) {
 		t.Errorf("Kafka.Range = %v without a kafka block, want zero", c.Kafka.Range)
 	}
+	sameRange(t, "SessionTimeoutRange without session_timeout", c.SessionTimeoutRange, rng(path, 1, 1, 1, 1))
 }
 
 // TestExactlyOnceDefaults: exactly_once commits every 100ms unless commit_interval says
@@ -282,6 +284,7 @@ processor "count" {
 			t.Errorf("%q: guarantee %q, commit_interval %v, session_timeout %v; want exactly_once, %v, 3s",
 				tc.extra, c.Guarantee, c.CommitInterval, c.SessionTimeout, tc.want)
 		}
+		sameRange(t, "SessionTimeoutRange", c.SessionTimeoutRange, rng(path, 4, 24, 4, 28))
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -172,7 +173,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 		commitDefault = defaultEOSCommitInterval
 	}
 	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", commitDefault)
-	c.SessionTimeout = d.duration(raw.SessionTimeout, "session_timeout", defaultSessionTimeout)
+	d.decodeSessionTimeout(raw.SessionTimeout, body, c)
 	c.StandbyReplicas = int(d.wholeNumber(raw.StandbyReplicas, "standby_replicas", math.MaxInt32, defaultStandbyReplicas))
 	c.AcceptableRecoveryLag = d.wholeNumber(raw.AcceptableRecoveryLag, "acceptable_recovery_lag", math.MaxInt64, defaultAcceptableRecoveryLag)
 	c.StateCleanupDelay = d.millisDuration(raw.StateCleanupDelay, "state_cleanup_delay", defaultStateCleanupDelay)
@@ -202,6 +203,8 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	d.checkTopics(raw, c)
 	d.checkProcessors(raw, c)
 	d.checkDeadLetters(c)
+	d.checkTopology(c)
+	d.checkLocal(raw, body, c)
 }
 
 func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
@@ -310,8 +313,8 @@ func (d *decoder) hasErrorAt(rng hcl.Range) bool {
 	return false
 }
 
-// checkModule checks that the module file exists, is a regular file and, with
-// opts.CheckModule, is a valid module.
+// checkModule checks that the module file exists, is a regular file that can be read and,
+// with opts.CheckModule, is a valid module.
 func (d *decoder) checkModule(path string, rng hcl.Range, opts Options) {
 	fi, err := os.Stat(path)
 	switch {
@@ -325,11 +328,28 @@ func (d *decoder) checkModule(path string, rng hcl.Range, opts Options) {
 		d.errorf(rng, "Module is not a file", "The module %s is not a regular file.", path)
 		return
 	}
+	if err := readable(path); err != nil {
+		d.errorf(rng, "Module file not readable", "The module file %s cannot be read: %v.", path, err)
+		return
+	}
 	if opts.CheckModule != nil {
 		if err := opts.CheckModule(path); err != nil {
 			d.errorf(rng, "Invalid module", "The module %s is not a valid statehost module: %v.", path, err)
 		}
 	}
+}
+
+// readable returns the error of opening path and reading its first byte, if any.
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Read(make([]byte, 1)); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
 }
 
 func (d *decoder) decodeStore(rs rawStore) Store {
@@ -447,7 +467,7 @@ func (d *decoder) decodeStoreTimes(rs rawStore, s *Store, typeKnown bool) {
 		s.Retention = retention
 		// Compare only with a base and a grace that are valid, or the message would be wrong.
 		if baseOK && (graceOK || absent(rs.Grace)) && retention < least {
-			d.errorf(rs.Retention.Range(), "Retention too short", "The retention %q of %s store %q is shorter than %s + grace (%s): %ss would expire before they close.", retentionText, s.Type, s.Name, baseName, formatDuration(least), s.Type)
+			d.errorf(rs.Retention.Range(), "Retention too short", "The retention %q of %s store %q is shorter than %s + grace (%s): %ss would expire before they close.", retentionText, s.Type, s.Name, baseName, FormatDuration(least), s.Type)
 		}
 	}
 	s.AdditionalRetention = defaultAdditionalRetention

@@ -13,14 +13,18 @@
 //
 //	application_id       = "wordcount"      # required; [a-zA-Z0-9._-], 1 to 200 characters:
 //	                                        # it prefixes topic names and is the consumer group id
-//	state_dir            = "state"          # default "state"
+//	state_dir            = "state"          # default "state"; a directory, or one that can be
+//	                                        # made (no file in its place or on its path)
 //	processing_guarantee = "at_least_once"  # default "at_least_once", or "exactly_once"
 //	commit_interval      = "1s"             # a Go duration (time.ParseDuration), > 0; default "30s",
 //	                                        # "100ms" with exactly_once
 //	session_timeout      = "10s"            # default "10s": how long the consumer group waits for
 //	                                        # an instance that stopped heartbeating (a killed
-//	                                        # process) before its tasks move; within the broker's
-//	                                        # group.min/max.session.timeout.ms
+//	                                        # process) before its tasks move; whole milliseconds,
+//	                                        # from 100ms (the Kafka client's least) to 2^31-1 ms;
+//	                                        # run checks it against the broker's
+//	                                        # group.min/max.session.timeout.ms (6s to 30m on
+//	                                        # Kafka by default, 100ms to 5m on the embedded broker)
 //
 //	standby_replicas           = 1          # default 0, >= 0: how many standby copies of each task
 //	                                        # other instances keep, restoring its stores from the
@@ -42,14 +46,16 @@
 //	}                                       # broker runs in-process
 //
 //	embedded_broker {                       # optional; used only when kafka.brokers is empty
-//	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"
-//	  data_dir = "state/broker"             # default <state_dir>/broker
-//	}
+//	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"; not admin.listen's address
+//	  data_dir = "state/broker"             # default <state_dir>/broker; a directory, or one
+//	}                                       # that can be made
 //
 //	admin {                                 # optional
 //	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it; an address
 //	                                        # that is not loopback (127.0.0.0/8, ::1, localhost;
-//	                                        # ":9464" and 0.0.0.0 are not) needs a token
+//	                                        # ":9464" and 0.0.0.0 are not) needs a token; not the
+//	                                        # address of the embedded broker, nor of a broker of
+//	                                        # kafka.brokers on a loopback address
 //	  advertise = "statehost-1:9464"        # optional: where other instances reach it (the
 //	                                        # redirects of interactive queries); default the
 //	                                        # listen address (the host name for 0.0.0.0)
@@ -62,7 +68,7 @@
 //	}                                       # without the token
 //
 //	topic "sentences" {                     # any number; created at start when missing
-//	  partitions = 4                        # required, >= 1
+//	  partitions = 4                        # required, from 1 to 2147483647
 //	  config     = { "retention.ms" = "-1" } # optional topic configs, string to string
 //	}
 //
@@ -72,9 +78,10 @@
 //
 //	processor "count" {                     # any number; name [a-zA-Z0-9._-], not starting
 //	                                        # with '.' (task directories are <name>_<partition>)
-//	  module  = "plugins/count/count.wasm"  # required; an existing .wasm file
+//	  module  = "plugins/count/count.wasm"  # required; an existing, readable .wasm file
 //	  inputs  = ["words"]                   # required, not empty, no duplicates
-//	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs
+//	  outputs = ["word-counts"]             # optional, no duplicates, none of the inputs, no
+//	                                        # changelog topic of the application
 //	  on_error = "fail"                     # default "fail": what happens to a record the plugin
 //	                                        # fails on. "fail": the application stops with an
 //	                                        # error naming topic, partition and offset; "skip":
@@ -140,6 +147,19 @@
 // durations are Go durations like commit_interval. window_size and advance apply only to
 // window stores, inactivity_gap only to session stores, and grace, retention and
 // changelog_additional_retention to both: setting one on a store of another type is an error.
+//
+// The processors must not form a cycle: no processor may read, through other processors, what
+// it writes (its outputs, and its dead-letter topic), whatever the topics are (topic blocks,
+// repartition topics, topics only on the broker). A record that goes round would be processed
+// without end unless a plugin stops emitting for it, which the host cannot know; a feedback
+// loop that is meant to be one belongs in a second application. The error names the path of
+// one cycle and is on the output of its first processor.
+//
+// Load also checks the configuration against the machine it runs on, as run will meet it:
+// state_dir, <state_dir>/<application_id> and, when the embedded broker runs, its data_dir
+// must be directories or be creatable as such; each module file must be readable; and the
+// admin listener must not want the port of an address the embedded broker's listener (or a
+// broker of kafka.brokers on a loopback address) wants. Port 0 clashes with nothing.
 //
 // Names of topics, repartitions and stores follow Kafka's rules for topic names
 // ([a-zA-Z0-9._-], at most 249 characters, not "." or ".."), and so do the topics they make.

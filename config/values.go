@@ -139,16 +139,18 @@ func (d *decoder) partitions(expr hcl.Expression) int32 {
 		return 0
 	}
 	bf := v.AsBigFloat()
-	n, acc := bf.Int64()
-	if !bf.IsInt() || acc != big.Exact {
+	switch {
+	case !bf.IsInt():
 		d.errorf(expr.Range(), "Invalid partition count", "The partition count must be a whole number, not %s.", bf.Text('g', -1))
-		return 0
+	case bf.Sign() < 1:
+		d.errorf(expr.Range(), "Invalid partition count", "The partition count must be at least 1 (and at most %d), not %s.", math.MaxInt32, intText(bf))
+	case bf.Cmp(big.NewFloat(math.MaxInt32)) > 0:
+		d.errorf(expr.Range(), "Partition count too large", "The partition count %s is too large: a Kafka topic has at most %d partitions (the protocol counts them in 32 bits).", intText(bf), math.MaxInt32)
+	default:
+		n, _ := bf.Int64()
+		return int32(n)
 	}
-	if n < 1 || n > 1<<31-1 {
-		d.errorf(expr.Range(), "Invalid partition count", "The partition count must be at least 1 (and at most 2147483647), not %d.", n)
-		return 0
-	}
-	return int32(n)
+	return 0
 }
 
 // wholeNumber decodes a whole number from 0 to most, returning def when it is absent or
@@ -241,9 +243,9 @@ func addDurations(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// formatDuration is time.Duration.String without the zero units it ends with: "1m" rather
-// than "1m0s", "2h" rather than "2h0m0s".
-func formatDuration(dur time.Duration) string {
+// FormatDuration is time.Duration.String without the zero units it ends with: "1m" rather
+// than "1m0s", "2h" rather than "2h0m0s". Diagnostics write durations so, as the file does.
+func FormatDuration(dur time.Duration) string {
 	s := dur.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -9,14 +9,18 @@ import (
 )
 
 const validateUsage = `Checks a configuration file: every attribute and block, names, durations, duplicates,
-partition counts declared in the file, and that each module is a statehost module. Prints
-every diagnostic; exits 1 on any error. Checks that need the broker (input topics exist,
-co-partitioning of existing topics) are made by run.
+partition counts declared in the file, cycles among the processors (through topics,
+repartition and dead-letter topics), that the state and data directories are directories (or
+can be made), that the listeners do not want the same address, and that each module can be
+read and is a statehost module. Prints every diagnostic; exits 1 on any error. Checks that
+need the broker (input topics exist, co-partitioning of existing topics, the partition counts
+of existing changelogs, session_timeout within the broker's range, topic configs the broker
+refuses) are made by run, all at once, before it creates anything.
 `
 
 // validateCmd is `statehost validate [--config FILE]`: it checks the configuration and
 // compiles every processor's module, prints all diagnostics, and exits 1 on any error.
-// Checks that need the broker (input topics exist, co-partitioning) are made by run.
+// Checks that need the broker are made by run (validateUsage says which).
 func validateCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "validate", "[--config FILE]", validateUsage)
 	path := fs.String("config", "config.hcl", "the application's configuration `file`")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
@@ -321,12 +322,18 @@ func (r *Runtime) compile(ctx context.Context) error {
 		res := results[pc.Module]
 		if res.err != nil {
 			rng := pc.ModuleRange
-			diags = append(diags, &hcl.Diagnostic{
+			d := &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid module",
 				Detail:   fmt.Sprintf("Processor %q: module %s is not a valid statehost module: %v", pc.Name, pc.Module, res.err),
 				Subject:  &rng,
-			})
+			}
+			// CompileFile's error wraps the one of reading the file, if that failed.
+			if pe := (*fs.PathError)(nil); errors.As(res.err, &pe) && pe.Path == pc.Module {
+				d.Summary = "Module file not readable"
+				d.Detail = fmt.Sprintf("Processor %q: the module file %s cannot be read: %v.", pc.Name, pc.Module, pe)
+			}
+			diags = append(diags, d)
 			continue
 		}
 		p := &processor{cfg: pc, mod: res.mod, version: ModuleVersion{Hash: res.mod.Hash(), Source: pc.Module, LoadedAt: time.Now()}}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
@@ -26,19 +28,26 @@ var RepartitionTopicConfigs = map[string]string{
 }
 
 // setupTopics checks the topology against the broker, then creates the topics the
-// configuration declares. Checks first, so that a configuration with a problem creates
-// nothing: every input exists or has a block, the inputs of a processor are co-partitioned,
-// declared partition counts match existing topics. Then the topic and repartition blocks'
-// missing topics are created, output topics that do not exist with the partition count of the
-// processor that writes them, the dead-letter topics of processors with on_error =
-// "dead_letter" likewise, and the changelogs with their processor's count. A topic the
-// broker refuses to create (a bad config value) is a diagnostic on its block.
+// configuration declares. Checks first, and all of them, so that a configuration with
+// problems creates nothing and its problems come back together as one *DiagnosticsError:
+// every input exists or has a block, the inputs of a processor are co-partitioned, declared
+// partition counts match existing topics, existing changelogs have their processor's
+// partition count, the session timeout is within the brokers' range, and the broker accepts
+// every topic to create (a validate-only CreateTopics: a bad config value). Then the topic
+// and repartition blocks' missing topics are created, output topics that do not exist with
+// the partition count of the processor that writes them, the dead-letter topics of
+// processors with on_error = "dead_letter" likewise, and the changelogs with their
+// processor's count.
 func (r *Runtime) setupTopics(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	parts, err := r.partitionCounts(ctx)
 	if err != nil {
 		return err
+	}
+	tm, err := changelog.NewTopicManager(r.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
 	}
 	var diags hcl.Diagnostics
 	diag := func(rng hcl.Range, summary, detail string, args ...any) {
@@ -67,15 +76,18 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 		}
 	}
 	// Inputs: they must exist, and the inputs of one processor must be co-partitioned.
+	known := make(map[*processor]bool) // the processors whose partition count is known
 	for _, p := range r.procs {
 		pc := p.cfg
 		counts := make(map[int32][]string)
+		ok := true
 		for i, in := range pc.Inputs {
-			n, ok := planned[in]
-			if !ok {
+			n, exists := planned[in]
+			if !exists {
 				diag(pc.InputRanges[i], "Unknown input topic",
 					"Processor %q reads topic %q, which neither exists on the broker (%s) nor has a topic block. Create the topic, or declare it with a topic block so that statehost creates it.",
 					pc.Name, in, strings.Join(r.opts.Brokers, ","))
+				ok = false
 				continue
 			}
 			counts[n] = append(counts[n], in)
@@ -89,66 +101,44 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			diag(pc.InputsRange, "Inputs not co-partitioned",
 				"The inputs of processor %q must have the same number of partitions, since partition N of every input goes to task N; they have %s.",
 				pc.Name, strings.Join(desc, "; "))
+			ok = false
 		}
+		known[p] = ok && p.partitions > 0
+	}
+	// Existing changelogs: as many partitions as their processor's inputs.
+	for _, p := range r.procs {
+		if !known[p] {
+			continue
+		}
+		for _, spec := range changelog.TopicSpecs(p.stores) {
+			name := changelog.TopicName(r.cfg.ApplicationID, spec.Store)
+			if n, ok := parts[name]; ok && n != p.partitions {
+				diagChangelogMismatch(diag, p, spec.Store, &changelog.PartitionMismatchError{Topic: name, Expected: p.partitions, Actual: n})
+			}
+		}
+	}
+	diags = append(diags, r.checkSessionTimeout(ctx)...)
+
+	creates := r.planTopics(parts, planned, known, tm)
+	refused := func(c topicCreate, err error) {
+		diag(c.rng, "Topic not created", "The broker refused to create %s %q: %v.", c.what, c.name, err)
+	}
+	if err := r.validateTopics(ctx, creates, refused); err != nil {
+		return err
 	}
 	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
+		return &DiagnosticsError{Diags: byPosition(diags), Files: r.cfg.Files}
 	}
 
-	// Create the declared topics, then the missing outputs.
-	refused := func(rng hcl.Range, what, name string, err error) {
-		diag(rng, "Topic not created", "The broker refused to create %s %q: %v.", what, name, err)
-	}
-	for _, t := range r.cfg.Topics {
-		if _, ok := parts[t.Name]; !ok {
-			if err := r.createTopic(ctx, t.Name, t.Partitions, t.Configs); err != nil {
-				refused(t.DeclRange, "topic", t.Name, err)
-			}
-		}
-	}
-	for _, rp := range r.cfg.Repartitions {
-		if _, ok := parts[rp.Topic]; !ok {
-			if err := r.createTopic(ctx, rp.Topic, rp.Partitions, RepartitionTopicConfigs); err != nil {
-				refused(rp.DeclRange, "repartition topic", rp.Topic, err)
-			}
-		}
-	}
-	for _, p := range r.procs {
-		for i, out := range p.cfg.Outputs {
-			if n, ok := planned[out]; ok {
-				r.outParts[out] = n
-				continue
-			}
-			if err := r.createTopic(ctx, out, p.partitions, nil); err != nil {
-				refused(p.cfg.OutputRanges[i], "output topic", out, err)
-				continue
-			}
-			planned[out] = p.partitions
-			r.outParts[out] = p.partitions
-		}
-	}
-	// Dead-letter topics, like outputs (the task produces its poison records there).
-	for _, p := range r.procs {
-		if p.cfg.OnError != config.OnErrorDeadLetter {
+	// Create the declared topics, the missing outputs and dead-letter topics, then the
+	// changelogs (their manager creates the missing ones, and checks the existing ones again).
+	for _, c := range creates {
+		if c.changelog {
 			continue
 		}
-		dlq := r.cfg.DeadLetterTopic(p.cfg.Name)
-		if n, ok := planned[dlq]; ok {
-			r.outParts[dlq] = n
-			continue
+		if err := r.createTopic(ctx, c.name, c.partitions, c.configs); err != nil {
+			refused(c, err)
 		}
-		if err := r.createTopic(ctx, dlq, p.partitions, nil); err != nil {
-			refused(p.cfg.OnErrorRange, "dead-letter topic", dlq, err)
-			continue
-		}
-		planned[dlq] = p.partitions
-		r.outParts[dlq] = p.partitions
-	}
-
-	// Changelogs.
-	tm, err := changelog.NewTopicManager(r.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
-	if err != nil {
-		return fmt.Errorf("runtime: %w", err)
 	}
 	for _, p := range r.procs {
 		for _, spec := range changelog.TopicSpecs(p.stores) {
@@ -156,33 +146,234 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			if err == nil {
 				continue
 			}
-			rng := p.cfg.DeclRange
-			for _, sc := range p.cfg.Stores {
-				if sc.Name == spec.Store {
-					rng = sc.DeclRange
-				}
-			}
 			var pm *changelog.PartitionMismatchError
 			switch {
 			case errors.As(err, &pm):
-				diag(rng, "Changelog partition mismatch",
-					"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
-					spec.Store, err)
+				diagChangelogMismatch(diag, p, spec.Store, err)
 			case ctx.Err() != nil:
 				return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
 			default:
-				refused(rng, "the changelog topic", changelog.TopicName(r.cfg.ApplicationID, spec.Store), err)
+				diag(storeRange(p, spec.Store), "Topic not created", "The broker refused to create the changelog topic %q: %v.",
+					changelog.TopicName(r.cfg.ApplicationID, spec.Store), err)
 			}
 		}
 	}
 	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: diags, Files: r.cfg.Files}
+		return &DiagnosticsError{Diags: byPosition(diags), Files: r.cfg.Files}
 	}
 	return nil
 }
 
-// partitionCounts lists the topics the configuration names and returns the partition count
-// of those that exist.
+// byPosition sorts diags by their position in the file, as config.Load does.
+func byPosition(diags hcl.Diagnostics) hcl.Diagnostics {
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
+		if c := strings.Compare(a.Subject.Filename, b.Subject.Filename); c != 0 {
+			return c
+		}
+		return a.Subject.Start.Byte - b.Subject.Start.Byte
+	})
+	return diags
+}
+
+// storeRange returns the range of the store block named store of p, or p's block.
+func storeRange(p *processor, store string) hcl.Range {
+	for _, sc := range p.cfg.Stores {
+		if sc.Name == store {
+			return sc.DeclRange
+		}
+	}
+	return p.cfg.DeclRange
+}
+
+// diagChangelogMismatch records, with diag, that the changelog of store has another partition
+// count than its processor p (err says which).
+func diagChangelogMismatch(diag func(hcl.Range, string, string, ...any), p *processor, store string, err error) {
+	diag(storeRange(p, store), "Changelog partition mismatch",
+		"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
+		store, err)
+}
+
+// topicCreate is a topic that setupTopics creates.
+type topicCreate struct {
+	name       string
+	partitions int32
+	configs    map[string]string
+	what       string    // for messages: "topic", "output topic", ...
+	rng        hcl.Range // what a refusal points at
+	changelog  bool      // created by the changelog's TopicManager
+}
+
+// planTopics returns the topics to create, in order: the missing topics of topic and
+// repartition blocks, then the missing outputs and dead-letter topics of the processors whose
+// partition count is known, with that count, then their missing changelogs. It records the
+// partition count of every output and dead-letter topic in r.outParts.
+func (r *Runtime) planTopics(parts, planned map[string]int32, known map[*processor]bool, tm *changelog.TopicManager) []topicCreate {
+	var creates []topicCreate
+	for _, t := range r.cfg.Topics {
+		if _, ok := parts[t.Name]; !ok {
+			creates = append(creates, topicCreate{name: t.Name, partitions: t.Partitions, configs: t.Configs, what: "topic", rng: t.DeclRange})
+		}
+	}
+	for _, rp := range r.cfg.Repartitions {
+		if _, ok := parts[rp.Topic]; !ok {
+			creates = append(creates, topicCreate{name: rp.Topic, partitions: rp.Partitions, configs: RepartitionTopicConfigs, what: "repartition topic", rng: rp.DeclRange})
+		}
+	}
+	out := func(p *processor, topic, what string, rng hcl.Range) {
+		if n, ok := planned[topic]; ok {
+			r.outParts[topic] = n
+			return
+		}
+		creates = append(creates, topicCreate{name: topic, partitions: p.partitions, what: what, rng: rng})
+		planned[topic] = p.partitions
+		r.outParts[topic] = p.partitions
+	}
+	for _, p := range r.procs {
+		if !known[p] {
+			continue
+		}
+		for i, o := range p.cfg.Outputs {
+			out(p, o, "output topic", p.cfg.OutputRanges[i])
+		}
+	}
+	// Dead-letter topics, like outputs (the task produces its poison records there).
+	for _, p := range r.procs {
+		if known[p] && p.cfg.OnError == config.OnErrorDeadLetter {
+			out(p, r.cfg.DeadLetterTopic(p.cfg.Name), "dead-letter topic", p.cfg.OnErrorRange)
+		}
+	}
+	for _, p := range r.procs {
+		if !known[p] {
+			continue
+		}
+		for _, spec := range changelog.TopicSpecs(p.stores) {
+			if name := changelog.TopicName(r.cfg.ApplicationID, spec.Store); !contains(parts, name) {
+				creates = append(creates, topicCreate{name: name, partitions: p.partitions, configs: tm.Configs(spec),
+					what: "the changelog topic", rng: storeRange(p, spec.Store), changelog: true})
+			}
+		}
+	}
+	return creates
+}
+
+func contains(m map[string]int32, k string) bool { _, ok := m[k]; return ok }
+
+// validateTopics asks the broker whether it would create each of creates (CreateTopics with
+// validate_only), in one request, and calls refused for each one it refuses. A topic that
+// exists meanwhile (another instance created it) is fine. It returns an error only when
+// the request fails.
+func (r *Runtime) validateTopics(ctx context.Context, creates []topicCreate, refused func(topicCreate, error)) error {
+	if len(creates) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.ValidateOnly = true
+	req.TimeoutMillis = 30000
+	byName := make(map[string]topicCreate, len(creates))
+	for _, c := range creates {
+		byName[c.name] = c
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = c.name, c.partitions, -1
+		for _, k := range slices.Sorted(maps.Keys(c.configs)) {
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = k, kmsg.StringPtr(c.configs[k])
+			t.Configs = append(t.Configs, cfg)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ctx, r.prodCl)
+	if err != nil {
+		return fmt.Errorf("runtime: check the topics to create on %s: %w", strings.Join(r.opts.Brokers, ","), err)
+	}
+	for _, t := range resp.Topics {
+		err := kerr.ErrorForCode(t.ErrorCode)
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			continue
+		}
+		if t.ErrorMessage != nil && *t.ErrorMessage != "" {
+			err = fmt.Errorf("%w (%s)", err, *t.ErrorMessage)
+		}
+		if c, ok := byName[t.Topic]; ok {
+			refused(c, err)
+		}
+	}
+	return nil
+}
+
+// The broker settings that bound the session timeout of a group member.
+const (
+	brokerMinSession = "group.min.session.timeout.ms"
+	brokerMaxSession = "group.max.session.timeout.ms"
+)
+
+// checkSessionTimeout compares the group session timeout with the range every broker allows
+// (group.min.session.timeout.ms to group.max.session.timeout.ms, which DescribeConfigs tells:
+// 6s to 30m by default on Kafka, 100ms to 5m on the embedded broker). Outside it, the broker
+// refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
+// permission to describe its configs) is not checked; that is logged.
+func (r *Runtime) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
+	md, err := r.adm.BrokerMetadata(ctx)
+	if err != nil {
+		r.log.Warn("cannot list the brokers to check the session timeout against them", "error", err)
+		return nil
+	}
+	rcs, err := r.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
+	if err != nil && len(rcs) == 0 {
+		r.log.Warn("cannot read the brokers' session timeout bounds; session_timeout is not checked against them", "error", err)
+		return nil
+	}
+	lo, hi := int64(-1), int64(-1)
+	var loAt, hiAt string // the broker that says lo, hi
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			r.log.Warn("cannot read a broker's session timeout bounds", "broker", rc.Name, "error", rc.Err)
+			continue
+		}
+		for _, c := range rc.Configs {
+			if c.Value == nil {
+				continue
+			}
+			v, err := strconv.ParseInt(*c.Value, 10, 64)
+			switch {
+			case err != nil:
+			case c.Key == brokerMinSession && v > lo:
+				lo, loAt = v, rc.Name
+			case c.Key == brokerMaxSession && (hi < 0 || v < hi):
+				hi, hiAt = v, rc.Name
+			}
+		}
+	}
+	ms := r.opts.SessionTimeout.Milliseconds()
+	var bound string
+	switch {
+	case lo >= 0 && ms < lo:
+		bound = fmt.Sprintf("shorter than %s = %d of broker %s", brokerMinSession, lo, loAt)
+	case hi >= 0 && ms > hi:
+		bound = fmt.Sprintf("longer than %s = %d of broker %s", brokerMaxSession, hi, hiAt)
+	default:
+		return nil
+	}
+	var allowed string
+	switch ms := func(v int64) string { return config.FormatDuration(time.Duration(v) * time.Millisecond) }; {
+	case lo >= 0 && hi >= 0:
+		allowed = fmt.Sprintf("from %v to %v", ms(lo), ms(hi))
+	case lo >= 0:
+		allowed = fmt.Sprintf("to at least %v", ms(lo))
+	default:
+		allowed = fmt.Sprintf("to at most %v", ms(hi))
+	}
+	rng := r.cfg.SessionTimeoutRange
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Session timeout outside the broker's range",
+		Detail: fmt.Sprintf("The group session timeout %s (session_timeout) is %s: the broker would refuse the application's consumer group members (INVALID_SESSION_TIMEOUT). Set session_timeout %s, or change the broker's settings.",
+			config.FormatDuration(r.opts.SessionTimeout), bound, allowed),
+		Subject: &rng,
+	}}
+}
+
+// partitionCounts lists the topics the configuration names (the changelogs too) and returns
+// the partition count of those that exist.
 func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error) {
 	names := make(map[string]bool)
 	for _, t := range r.cfg.Topics {
@@ -200,6 +391,11 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 		}
 		if p.OnError == config.OnErrorDeadLetter {
 			names[r.cfg.DeadLetterTopic(p.Name)] = true
+		}
+	}
+	for _, p := range r.procs {
+		for _, spec := range changelog.TopicSpecs(p.stores) {
+			names[changelog.TopicName(r.cfg.ApplicationID, spec.Store)] = true
 		}
 	}
 	// WithAuthorizedOps bypasses the client's metadata cache, which would otherwise keep the

@@ -107,7 +107,10 @@ func Start(o Options) (*Broker, error) {
 		kfake.ListenFn(listenFn),
 		kfake.DataDir(o.DataDir),
 		kfake.WithLogger(logs),
-		kfake.GroupMinSessionTimeout(GroupMinSessionTimeout),
+		// As a broker config rather than kfake.GroupMinSessionTimeout: DescribeConfigs then
+		// tells it (the option leaves the answer at Kafka's 6000), and run checks the
+		// session timeout against it.
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": strconv.FormatInt(GroupMinSessionTimeout.Milliseconds(), 10)}),
 	}
 	if o.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
