@@ -56,22 +56,23 @@ func newTracker(p *Producer) *tracker {
 	return t
 }
 
-// reserve takes the place of a record that Task.Output produces among the Producer's records
-// in flight, waiting for one (awaitRoom) until ctx ends when there is none.
-func (t *tracker) reserve(ctx context.Context) error {
-	if t.p.reserve() {
+// reserve takes the place of a record of n bytes that Task.Output produces among the
+// Producer's records in flight, waiting for room (awaitRoom) until ctx ends when there is
+// none.
+func (t *tracker) reserve(ctx context.Context, n int64) error {
+	if t.p.reserve(n) {
 		return nil
 	}
-	return t.awaitRoom(ctx, false)
+	return t.awaitRoom(ctx, false, n)
 }
 
-// reserveWrite takes the place of a store write's changelog record, waiting for one
-// (awaitRoom) until the context the task's hook gives ends when there is none.
-func (t *tracker) reserveWrite() error {
-	if t.p.reserve() {
+// reserveWrite takes the place of a store write's changelog record of n bytes, waiting for
+// room (awaitRoom) until the context the task's hook gives ends when there is none.
+func (t *tracker) reserveWrite(n int64) error {
+	if t.p.reserve(n) {
 		return nil
 	}
-	return t.awaitRoom(context.Background(), true)
+	return t.awaitRoom(context.Background(), true, n)
 }
 
 // awaitRoom is the slow path of reserve: there is no room. It hands the queue to the client
@@ -79,7 +80,7 @@ func (t *tracker) reserveWrite() error {
 // for a place (Producer.await: until ctx ends, or the wait limit), with the task's hook told
 // when the wait begins and ends. For a write, the hook's context (the plugin call's) ends the
 // wait too.
-func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
+func (t *tracker) awaitRoom(ctx context.Context, write bool, n int64) error {
 	t.flush()
 	if h := t.hook; h != nil {
 		hctx := h.BeginWait()
@@ -88,7 +89,7 @@ func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
 			ctx = hctx
 		}
 	}
-	return t.p.await(ctx)
+	return t.p.await(ctx, n)
 }
 
 // unlogged records that a store write could not be logged: the write is in the store but
@@ -129,9 +130,9 @@ func (t *tracker) flush() {
 
 // discard drops the queued records, which are never produced.
 func (t *tracker) discard() {
-	for i := range t.queue {
+	for i, q := range t.queue {
 		t.queue[i] = queued{}
-		t.p.left()
+		t.p.left(recordBytes(q.r))
 		t.pending.Add(-1)
 	}
 	t.queue = nil
@@ -147,7 +148,7 @@ func (t *tracker) done(r *kgo.Record, err error) {
 		}
 		t.mu.Unlock()
 	}
-	t.p.left()
+	t.p.left(recordBytes(r))
 	if t.pending.Add(-1) == 0 {
 		t.mu.Lock()
 		if t.idle != nil {
@@ -250,7 +251,7 @@ func (l *storeLog) take() (int64, bool) {
 // waits (tracker.awaitRoom); a wait that ends without room (the plugin call's context ended,
 // or the wait limit passed: ErrNoRoom) fails the write, and the task's next commit.
 func (l *storeLog) LogPut(key, value []byte) error {
-	if err := l.tr.reserveWrite(); err != nil {
+	if err := l.tr.reserveWrite(int64(len(key) + len(value))); err != nil {
 		return l.noRoom(err)
 	}
 	r := l.tr.mem.record()
@@ -263,7 +264,7 @@ func (l *storeLog) LogPut(key, value []byte) error {
 
 // LogDelete queues the changelog record of a delete (a tombstone), as LogPut does.
 func (l *storeLog) LogDelete(key []byte) error {
-	if err := l.tr.reserveWrite(); err != nil {
+	if err := l.tr.reserveWrite(int64(len(key))); err != nil {
 		return l.noRoom(err)
 	}
 	r := l.tr.mem.record()
@@ -276,8 +277,8 @@ func (l *storeLog) LogDelete(key []byte) error {
 // noRoom returns the error of a write whose changelog record found no room, after failing
 // the task's next commit with it.
 func (l *storeLog) noRoom(err error) error {
-	err = fmt.Errorf("changelog: write to %s partition %d: waiting for room among the producer's %d records in flight: %w",
-		l.topic, l.partition, l.tr.p.limit, err)
+	err = fmt.Errorf("changelog: write to %s partition %d: waiting for room among the producer's %s: %w",
+		l.topic, l.partition, l.tr.p.bound(), err)
 	l.tr.unlogged(err)
 	return err
 }
