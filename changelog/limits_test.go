@@ -2,8 +2,15 @@ package changelog
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // waitFor polls cond until it holds; it fails the test after 20 s.
@@ -73,5 +80,52 @@ func TestBytesInFlightBounded(t *testing.T) {
 	}
 	if got := e.readAll(t, TopicName(app, "kv")); len(got) != 4 {
 		t.Fatalf("changelog: %s, want a to d", show(got))
+	}
+}
+
+// fixedSource is a Source that names one input record.
+type fixedSource struct{ in Input }
+
+func (s *fixedSource) InputRecord() (Input, bool) { return s.in, s.in.Topic != "" }
+
+// TestProduceErrorNamesInput checks that a record the broker refuses fails the commit with a
+// *ProduceError that names the input record it belongs to: the one the task's Source named
+// when it was written or emitted, or the one its OutputRecord names.
+func TestProduceErrorNamesInput(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx2, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := e.adm.AlterTopicConfigs(ctx2, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("1000")}}, "output"); err != nil {
+		t.Fatal(err)
+	}
+	for _, explicit := range []bool{false, true} {
+		task := e.open(t, 0, StoreSpec{Name: "kv"})
+		src := &fixedSource{}
+		task.SetSource(src)
+		src.in = Input{Topic: "in", Partition: 2, Offset: 6}
+		if err := task.Store("kv").Put([]byte("a"), []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		src.in = Input{Topic: "in", Partition: 2, Offset: 7}
+		value := make([]byte, 2000)
+		_, _ = rand.Read(value) // incompressible: the producer compresses batches
+		rec := OutputRecord{Topic: "output", Partition: 1, Value: value}
+		want := src.in
+		if explicit {
+			want = Input{Topic: "other", Partition: 0, Offset: 3}
+			rec.Input = want
+		}
+		if err := task.Output(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		err := task.Commit(ctx, nil)
+		var pe *ProduceError
+		if !errors.As(err, &pe) || !errors.Is(err, kerr.MessageTooLarge) || pe.Topic != "output" || pe.Partition != 1 || pe.Input != want ||
+			!strings.Contains(err.Error(), `input record "`+want.Topic+`"`) {
+			t.Fatalf("explicit %v: commit: %v; want a *ProduceError of output partition 1 naming input %+v", explicit, err, want)
+		}
+		if err := task.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

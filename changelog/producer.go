@@ -306,4 +306,7 @@ type OutputRecord struct {
 	Value     []byte // nil for a null value
 	Headers   []Header
 	Timestamp time.Time // zero: the client sets the produce time
+	// Input is the input record the output belongs to, named by a *ProduceError if the
+	// broker refuses it. Default zero: the one the task's Source names (Task.SetSource).
+	Input Input
 }

@@ -263,7 +263,7 @@ func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)}
 		}
 	}
-	t.tr.produce(kr, t.tr.promise)
+	t.tr.produce(kr, t.tr.promise, r.Input)
 	return nil
 }
 

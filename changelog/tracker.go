@@ -32,6 +32,7 @@ type tracker struct {
 	closed bool // the task is closed (guarded by p.mu)
 
 	hook    WaitHook                 // told of the waits for room (Task.SetWaitHook); nil: none
+	source  Source                   // tells the input record a record belongs to (Task.SetSource); nil: none
 	promise func(*kgo.Record, error) // done, made once: a method value allocates at every use
 	mem     slab                     // the records and their bytes (the task's goroutine only)
 	queue   []queued                 // records not handed to the client yet (the task's goroutine only)
@@ -103,8 +104,15 @@ func (t *tracker) unlogged(err error) {
 }
 
 // produce queues r, a record of the tracker's slab whose place is reserved; promise is
-// t.promise, or a store log's.
-func (t *tracker) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+// t.promise, or a store log's. r belongs to the input record in when in.Topic is set, else to
+// the one the task's Source names, if any (see inputMark).
+func (t *tracker) produce(r *kgo.Record, promise func(*kgo.Record, error), in Input) {
+	if in.Topic == "" && t.source != nil {
+		in, _ = t.source.InputRecord()
+	}
+	if in.Topic != "" {
+		r.Context = t.mem.mark(in)
+	}
 	t.dirty = true
 	t.pending.Add(1)
 	t.queue = append(t.queue, queued{r, promise})
@@ -144,7 +152,11 @@ func (t *tracker) done(r *kgo.Record, err error) {
 	if err != nil {
 		t.mu.Lock()
 		if t.err == nil {
-			t.err = &ProduceError{Topic: r.Topic, Partition: r.Partition, Err: err}
+			pe := &ProduceError{Topic: r.Topic, Partition: r.Partition, Err: err}
+			if m, ok := r.Context.(*inputMark); ok {
+				pe.Input = m.in
+			}
+			t.err = pe
 		}
 		t.mu.Unlock()
 	}
@@ -258,7 +270,7 @@ func (l *storeLog) LogPut(key, value []byte) error {
 	r.Topic, r.Partition = l.topic, l.partition
 	// Neither is nil: compacted topics need a key, and a nil value is a tombstone.
 	r.Key, r.Value = l.tr.mem.copy(key), l.tr.mem.copy(value)
-	l.tr.produce(l.stamp(r), l.promise)
+	l.tr.produce(l.stamp(r), l.promise, Input{})
 	return nil
 }
 
@@ -270,7 +282,7 @@ func (l *storeLog) LogDelete(key []byte) error {
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	r.Key = l.tr.mem.copy(key)
-	l.tr.produce(l.stamp(r), l.promise)
+	l.tr.produce(l.stamp(r), l.promise, Input{})
 	return nil
 }
 

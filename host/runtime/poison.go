@@ -106,7 +106,8 @@ type poisonGuard struct {
 	undo   []func() error // writes back the former values, in write order
 	seen   map[string]bool
 
-	staged []stagedEmit
+	staged  []stagedEmit
+	records []engine.Record // the records of the call (begin), which stagedEmit.at indexes
 }
 
 type stagedEmit struct {
@@ -118,9 +119,10 @@ func newPoisonGuard(t *task) *poisonGuard {
 	return &poisonGuard{t: t, undoAt: -1, seen: map[string]bool{}}
 }
 
-// begin starts a ProcessBatch call.
-func (g *poisonGuard) begin() {
+// begin starts a ProcessBatch call of records.
+func (g *poisonGuard) begin(records []engine.Record) {
 	g.active, g.undoAt, g.undo, g.staged = true, -1, g.undo[:0], g.staged[:0]
+	g.records = records
 	clear(g.seen)
 }
 
@@ -166,13 +168,23 @@ func (g *poisonGuard) release(ctx context.Context, before int) error {
 		if s.at >= before {
 			break
 		}
-		if err := g.t.output(ctx, s.rec); err != nil {
+		if err := g.t.output(ctx, s.rec, g.input(s.at)); err != nil {
 			return err
 		}
 		n++
 	}
 	g.staged = append(g.staged[:0], g.staged[n:]...)
 	return nil
+}
+
+// input names the record at index at of the batch in progress: the input record of its held
+// emits, which go to the producer while the guest works on a later record, or after the call.
+func (g *poisonGuard) input(at int) changelog.Input {
+	if at < 0 || at >= len(g.records) {
+		return changelog.Input{}
+	}
+	r := &g.records[at]
+	return changelog.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 }
 
 // emit holds rec back until the guest works on a later record, handing over the emits of
@@ -348,7 +360,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		if alone {
 			call = records[:1]
 		}
-		t.guard.begin()
+		t.guard.begin(call)
 		err := t.inst.ProcessBatch(ctx, call)
 		if err == nil {
 			if err := t.guard.succeeded(ctx); err != nil {
@@ -455,5 +467,6 @@ func (t *task) deadLetter(ctx context.Context, dlq string, rec engine.Record, ge
 		changelog.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
 		changelog.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 	)
+	out.Input = changelog.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	return t.cl.Output(ctx, out)
 }
