@@ -43,6 +43,16 @@ type Task struct {
 	// a producer off the time limit of the instance's guest calls (see HostWaits). Give every
 	// instance of a task the same one. Default nil: every moment of a call counts.
 	Waits *HostWaits
+	// StoreLimits bound the changelog records of the logged stores, by store name: the
+	// largest Kafka record batch (bytes) that a write's changelog record may take alone. A
+	// state_put, state_delete, window_put or session_put whose record would not fit answers
+	// CodeLimit and changes nothing (limits.go). A store not named, or with 0, has no bound
+	// (an unlogged store). Default none.
+	StoreLimits map[string]int
+	// OutputLimits bound the emitted records, by output index as in Outputs: the largest
+	// record batch an emitted record may take alone; a larger emit answers CodeLimit and
+	// emits nothing. A missing or 0 entry: no bound but abi.MaxEmitBytes. Default none.
+	OutputLimits []int
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -87,6 +97,7 @@ type Instance struct {
 	hostErr  error  // the first store or emitter failure of the call
 	hostKind error  // ErrStore or ErrEmit, for hostErr
 	hostAt   int    // blame when hostErr happened
+	refused  error  // the call's last *LimitError, for its failure (limits.go)
 
 	intr           interrupter // stops a running call at its deadline or cancellation
 	stdout, stderr guestOutput
@@ -100,6 +111,7 @@ type Instance struct {
 type openStore struct {
 	name  string
 	kind  int32 // abi.StoreKeyValue, abi.StoreWindow or abi.StoreSession
+	limit int   // Task.StoreLimits' bound of the store's changelog records, 0 for none
 	store Store
 	win   store.WindowStore
 	sess  store.SessionStore
@@ -266,6 +278,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 // limit and turns any failure into a *GuestError, marking the instance dead.
 func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
 	in.message, in.hostErr, in.hostKind, in.needed = "", nil, nil, 0
+	in.refused = nil
 	in.stderr.reset()
 	var buf [1]uint64
 	if stack == nil {
@@ -408,6 +421,15 @@ func (in *Instance) newErrorAt(at int, kind error, code int32, err error) *Guest
 	}
 	if ge.Detail == "" {
 		ge.Detail = in.stderr.detail()
+	}
+	if in.refused != nil && in.hostErr == nil {
+		// The host answered CodeLimit earlier in the call: the guest's failure most likely
+		// follows it, and the limit is what to change.
+		if err == nil {
+			ge.Err = in.refused
+		} else {
+			ge.Err = fmt.Errorf("%w (after %w)", err, in.refused)
+		}
 	}
 	return ge
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/internal/recordbatch"
 	"github.com/statehost/statehost/store"
 )
 
@@ -55,6 +56,16 @@ const (
 	HeaderTopic     = "statehost.topic"     // the record's source topic
 	HeaderPartition = "statehost.partition" // its partition, decimal
 	HeaderOffset    = "statehost.offset"    // its offset, decimal
+
+	// A dead letter that would not fit the dead-letter topic (its record larger than the
+	// topic's limit, limits.go: the record the broker took, plus the headers above) is cut to
+	// fit, never dropped: its value first, then, if that is not enough, its own headers, its
+	// key, and the text of statehost.error, each as little as needed. These headers, after
+	// the others, say what was cut:
+
+	HeaderTruncated      = "statehost.truncated"       // the original length of the value, decimal, when it was cut
+	HeaderDroppedHeaders = "statehost.dropped_headers" // the number of the record's own headers, dropped
+	HeaderKeyTruncated   = "statehost.truncated_key"   // the original length of the key, when it was cut
 )
 
 // poisonReason returns the reason label of statehost_records_skipped_total for a guest
@@ -468,5 +479,45 @@ func (t *task) deadLetter(ctx context.Context, dlq string, rec engine.Record, ge
 		changelog.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 	)
 	out.Input = changelog.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	fitDeadLetter(&out, len(rec.Headers), t.rt.limits[dlq])
 	return t.cl.Output(ctx, out)
+}
+
+// fitDeadLetter cuts the dead letter out, whose first own headers are the record's, until its
+// record batch takes at most limit bytes (0: no limit), saying what it cut in headers (see
+// HeaderTruncated).
+func fitDeadLetter(out *changelog.OutputRecord, own, limit int) {
+	over := func() int {
+		hb := 0
+		for _, h := range out.Headers {
+			hb += recordbatch.Header(len(h.Key), len(h.Value))
+		}
+		return recordbatch.Size(len(out.Key), len(out.Value), len(out.Headers), hb) - limit
+	}
+	if limit <= 0 || over() <= 0 {
+		return
+	}
+	note := func(key string, n int) {
+		out.Headers = append(out.Headers, changelog.Header{Key: key, Value: []byte(strconv.Itoa(n))})
+	}
+	cut := func(b []byte) []byte { return b[:max(len(b)-over(), 0)] } // cutting n bytes saves at least n
+	note(HeaderTruncated, len(out.Value))
+	if out.Value = cut(out.Value); over() <= 0 {
+		return
+	}
+	if own > 0 {
+		note(HeaderDroppedHeaders, own)
+		if out.Headers = out.Headers[own:]; over() <= 0 {
+			return
+		}
+	}
+	note(HeaderKeyTruncated, len(out.Key))
+	if out.Key = cut(out.Key); over() <= 0 {
+		return
+	}
+	for i := range out.Headers {
+		if out.Headers[i].Key == HeaderError {
+			out.Headers[i].Value = cut(out.Headers[i].Value)
+		}
+	}
 }

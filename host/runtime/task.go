@@ -134,6 +134,9 @@ func (t *task) engineTask() engine.Task {
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
 		Waits:     t.waits,
+		// Size limits (limits.go).
+		StoreLimits:  t.proc.storeLimits,
+		OutputLimits: t.proc.outputLimits,
 	}
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		if t.guard == nil {
