@@ -53,6 +53,11 @@ type Task struct {
 	// record batch an emitted record may take alone; a larger emit answers CodeLimit and
 	// emits nothing. A missing or 0 entry: no bound but abi.MaxEmitBytes. Default none.
 	OutputLimits []int
+	// EmitBudget bounds the bytes (keys, values, header keys and values) that the guest emits
+	// for one input record: the emit that passes it answers CodeLimit and fails the call with
+	// ErrEmitBudget (a poison record). A punctuation's emits are not counted. Default 0: no
+	// budget.
+	EmitBudget int64
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -95,9 +100,12 @@ type Instance struct {
 	needed   int32  // buffer_needed
 	message  string // set_error
 	hostErr  error  // the first store or emitter failure of the call
-	hostKind error  // ErrStore or ErrEmit, for hostErr
+	hostKind error  // ErrStore, ErrEmit or ErrEmitBudget, for hostErr
 	hostAt   int    // blame when hostErr happened
 	refused  error  // the call's last *LimitError, for its failure (limits.go)
+
+	emitted   int64 // bytes emitted for the record at emittedAt, counted in Task.EmitBudget
+	emittedAt int   // the cursor of the record emitted counts, -1 for none
 
 	intr           interrupter // stops a running call at its deadline or cancellation
 	stdout, stderr guestOutput
@@ -278,7 +286,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 // limit and turns any failure into a *GuestError, marking the instance dead.
 func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
 	in.message, in.hostErr, in.hostKind, in.needed = "", nil, nil, 0
-	in.refused = nil
+	in.refused, in.emitted, in.emittedAt = nil, 0, -1
 	in.stderr.reset()
 	var buf [1]uint64
 	if stack == nil {
@@ -345,6 +353,11 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 		// in.hostKind (ErrEmit, ErrStore) stays in the chain: the caller can tell a host
 		// function's wait (a producer under backpressure) from a guest that ran too long.
 		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, fmt.Errorf("%w: %w", in.hostKind, in.hostErr)))
+	}
+	if in.hostKind == ErrEmitBudget {
+		// The record passed its emit budget: that is the failure, whatever the guest did then
+		// (a Go guest may panic on the error, a C guest trap).
+		return in.newErrorAt(in.hostAt, ErrEmitBudget, 0, errors.Join(in.hostErr, callErr))
 	}
 	if callErr == nil {
 		if in.hostErr != nil {

@@ -73,7 +73,7 @@ func TestStateWriteLimit(t *testing.T) {
 	err := in.ProcessBatch(ctx, recs("big 1001"))
 	var le *LimitError
 	if ge := guestError(t, err, ErrGuestFailed); ge.Offset != 100 || !errors.As(err, &le) ||
-		le.Size != int64(recordbatch.Size(3, 1001, 0, 0)) || le.Limit != int64(limit) || !le.Changelog ||
+		le.Size != int64(recordbatch.Size(3, 1001, 0, 0)) || le.Limit != int64(limit) || !le.Changelog || le.Budget ||
 		!strings.Contains(err.Error(), `store "s": state_put refused (CodeLimit)`) {
 		t.Fatalf("a put past the limit: %v; want a guest failure of offset 100 carrying the refusal", err)
 	}
@@ -112,5 +112,44 @@ func TestEmitLimitsOfOutput(t *testing.T) {
 		if got := codes[name]; got != strconv.Itoa(int(want)) {
 			t.Errorf("%s = %s, want %d", name, got, want)
 		}
+	}
+}
+
+// TestEmitBudget checks the budget of the bytes emitted per record: a budget of exactly what
+// the probe's "limits" command emits (emits near abi.MaxEmitBytes, and its reports of their
+// codes) passes, for each of two records (it counts per record); one byte less fails the
+// call with ErrEmitBudget, attributed to the record, carrying the refusal.
+func TestEmitBudget(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	ctx := context.Background()
+	r := newRig(t)
+	in := instantiate(t, e, "probe", r.task("probe", "out"))
+	if err := in.ProcessBatch(ctx, recs("limits")); err != nil {
+		t.Fatal(err)
+	}
+	var emitted int64
+	for _, rec := range r.emitted.recs {
+		emitted += int64(len(rec.Key) + len(rec.Value))
+		for _, h := range rec.Headers {
+			emitted += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	if emitted < 3*abi.MaxEmitBytes-16 {
+		t.Fatalf("the probe emitted %d bytes, want about 3 MiB", emitted)
+	}
+
+	task := r.task("probe", "out")
+	task.EmitBudget = emitted
+	in = instantiate(t, e, "probe", task)
+	if err := in.ProcessBatch(ctx, recs("limits", "limits")); err != nil {
+		t.Fatal(err)
+	}
+	task.EmitBudget = emitted - 1
+	in = instantiate(t, e, "probe", task)
+	err := in.ProcessBatch(ctx, recs("put", "limits"))
+	var le *LimitError
+	if ge := guestError(t, err, ErrEmitBudget); ge.Offset != 101 || !errors.As(err, &le) || !le.Budget ||
+		le.Limit != emitted-1 || le.Size <= emitted-1 || strings.Count(err.Error(), "emit budget of") != 1 {
+		t.Fatalf("emits past the budget: %v; want ErrEmitBudget at offset 101 carrying the refusal once", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/host/engine"
 	"github.com/statehost/statehost/internal/recordbatch"
 )
 
@@ -208,5 +209,14 @@ func TestOversizedWritesOfEveryStoreType(t *testing.T) {
 		in.done <- err
 		t.Fatalf("the runtime stopped: %v", err)
 	default:
+	}
+}
+
+// TestPoisonReasonEmitBudget: a record whose emits passed its budget is a poison record,
+// counted as emit_budget.
+func TestPoisonReasonEmitBudget(t *testing.T) {
+	ge := &engine.GuestError{Processor: "p", Topic: "in", Offset: 3, Kind: engine.ErrEmitBudget}
+	if _, reason, ok := poisonReason(ge); !ok || reason != "emit_budget" {
+		t.Fatalf("poisonReason = %q, %v; want emit_budget, true", reason, ok)
 	}
 }

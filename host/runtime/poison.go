@@ -19,7 +19,8 @@ import (
 //
 // A poison record is an input record the plugin fails on while it is the current record (the
 // *engine.GuestError that ProcessBatch returns is attributed to it, and its cause is the
-// guest's: an error result, a trap, a panic, an exit, running out of memory or out of time).
+// guest's: an error result, a trap, a panic, an exit, running out of memory or out of time,
+// or emits past the record's emit budget).
 // With on_error = "fail" (the default) the error stops the task and the application. With
 // "skip" or "dead_letter" the task drops the record and goes on:
 //
@@ -92,6 +93,8 @@ func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 		return ge, "exit", true
 	case engine.ErrOutOfMemory:
 		return ge, "out_of_memory", true
+	case engine.ErrEmitBudget:
+		return ge, "emit_budget", true
 	case engine.ErrTimeout:
 		if errors.Is(ge, engine.ErrEmit) {
 			// An emit gave up waiting for the producer (a broker away, a full buffer) at the

@@ -134,9 +134,10 @@ func (t *task) engineTask() engine.Task {
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
 		Waits:     t.waits,
-		// Size limits (limits.go).
+		// Size limits (limits.go) and the emit budget.
 		StoreLimits:  t.proc.storeLimits,
 		OutputLimits: t.proc.outputLimits,
+		EmitBudget:   t.proc.cfg.EmitBudget,
 	}
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		if t.guard == nil {
