@@ -133,8 +133,11 @@ const (
 	CodeStoreFailed int32 = -9
 	// CodeEmitFailed: the host could not take the output record; the batch will fail.
 	CodeEmitFailed int32 = -10
-	// CodeLimit: a host limit was reached: MaxOpenIterators open iterators, or an emit
-	// larger than MaxEmitBytes or with more than MaxEmitHeaders headers. Nothing changed.
+	// CodeLimit: a host limit was reached: MaxOpenIterators open iterators, MaxSchedules
+	// schedules, an emit larger than MaxEmitBytes or with more than MaxEmitHeaders headers, a
+	// state write or an emit whose Kafka record would not fit its topic (max.message.bytes,
+	// about 1 MiB by default), or an emit past the current record's emit budget (which fails
+	// the batch); see "Size limits" in the package documentation. Nothing changed.
 	CodeLimit int32 = -11
 	// CodeProcessorFailed is returned by a guest from statehost_process_batch or statehost_init
 	// when its own logic failed; set_error says why.

@@ -100,9 +100,11 @@
 //	    value). CodeNotFound if the key is absent; CodeBufferTooSmall if value_len > buf_cap.
 //	state_put(store, key_ptr, key_len, val_ptr, val_len) -> 0
 //	    Stores value under key. val_len = NullLen deletes the key (as Kafka Streams' put(k,
-//	    null)). The host copies both before it returns.
+//	    null)). The host copies both before it returns. CodeLimit, and nothing changes, if
+//	    the write's changelog record would not fit the store's changelog topic (see "Size
+//	    limits").
 //	state_delete(store, key_ptr, key_len) -> 0
-//	    Deletes key; deleting an absent key is not an error.
+//	    Deletes key; deleting an absent key is not an error. CodeLimit as for state_put.
 //	state_range(store, start_ptr, start_len, end_ptr, end_len) -> iterator
 //	    Opens an ascending iterator over the keys k with start <= k < end, in bytewise order;
 //	    a length of NullLen means unbounded on that side.
@@ -138,7 +140,7 @@
 //	window_put(store, key_ptr, key_len, start_ms, val_ptr, val_len) -> 0 | CodeDropped
 //	    Stores value under key in the window that starts at start_ms; val_len = NullLen
 //	    deletes it. CodeDropped, and nothing changes, if the window is expired, or closed and
-//	    the value is not null.
+//	    the value is not null. CodeLimit as for state_put.
 //	window_get(store, key_ptr, key_len, start_ms, buf_ptr, buf_cap) -> value_len
 //	    As state_get, for key's window that starts at start_ms. An expired window is absent.
 //	window_fetch(store, key_ptr, key_len, from_ms, to_ms) -> iterator
@@ -150,9 +152,9 @@
 //	session_put(store, key_ptr, key_len, start_ms, end_ms, val_ptr, val_len) -> 0 | CodeDropped
 //	    Stores value under key for the session [start_ms, end_ms] (start_ms <= end_ms, else
 //	    CodeBadArgument); val_len = NullLen removes the session. CodeDropped, and nothing
-//	    changes, if the session is expired, or closed and the value is not null. A session is
-//	    identified by key, start and end: merging sessions (remove the old ones, put the
-//	    merged one) is the guest's work.
+//	    changes, if the session is expired, or closed and the value is not null. CodeLimit as
+//	    for state_put. A session is identified by key, start and end: merging sessions
+//	    (remove the old ones, put the merged one) is the guest's work.
 //	session_get(store, key_ptr, key_len, start_ms, end_ms, buf_ptr, buf_cap) -> value_len
 //	    As state_get, for key's session [start_ms, end_ms].
 //	session_find(store, key_ptr, key_len, earliest_end_ms, latest_start_ms) -> iterator
@@ -207,8 +209,10 @@
 //	    statehost_punctuate;
 //	    CodeBadHandle if output is not a declared index; CodeLimit, and nothing is emitted,
 //	    if key_len + val_len + hdr_len (a null key or value counting 0) exceeds MaxEmitBytes
-//	    (1 MiB) or the headers number more than MaxEmitHeaders (1024). The emit may block
-//	    while the host's producer is busy; that time counts towards the call's time limit.
+//	    (1 MiB), the headers number more than MaxEmitHeaders (1024), the record would not fit
+//	    the output topic, or the emits of the current record would pass its emit budget (the
+//	    batch then fails; see "Size limits"). The emit may block while the host's producer is
+//	    busy; that wait does not count towards the call's time limit.
 //	log(level, msg_ptr, msg_len) -> 0
 //	    Writes msg to the host's log at level (LevelTrace..LevelError), tagged with the
 //	    processor, the partition and the current record's offset. Messages longer than
@@ -222,6 +226,33 @@
 //	    each guest call.
 //	buffer_needed() -> bytes
 //	    The capacity needed by the most recent call that returned CodeBufferTooSmall.
+//
+// # Size limits
+//
+// What a guest writes and emits becomes Kafka records, and Kafka bounds them: a topic takes a
+// record batch of at most its max.message.bytes (1,048,588 bytes by default), and the host's
+// producer builds batches of at most 1 MiB. The host learns each topic's limit when it starts
+// and refuses at the call, with CodeLimit and nothing changed, what it could not produce,
+// rather than failing at the commit (which would fail every commit of the task):
+//
+//   - state_put, state_delete, window_put and session_put on a store with a changelog, when
+//     the write's changelog record would not fit the changelog topic. The record holds the
+//     key (a window store's key and the window start, 8 bytes more; a session store's key,
+//     end and start, 16 more) and the value, in a batch of 61 bytes of header and a few bytes
+//     of lengths: with the defaults, a key and a value of up to about 1,048,500 bytes
+//     together. A store without a changelog takes any size.
+//   - emit, when the record (key, value and headers, as Kafka encodes them) would not fit the
+//     output topic: with the defaults, the same 1,048,500 bytes or so, a little below
+//     MaxEmitBytes.
+//   - emit, when the emits of the current record would pass the processor's emit budget (its
+//     emits' keys, values, header keys and values together; emit_budget, 64 MiB by default):
+//     the batch then fails whatever the guest returns, attributed to the record. A
+//     punctuation's emits are not budgeted.
+//
+// A guest that fails its record on CodeLimit makes it a poison record, which the processor's
+// on_error fails, skips or dead-letters; the host's error names the record and the limit. The
+// limits are the host's, per topic, and a guest cannot ask them: treat CodeLimit as a fault of
+// the record.
 //
 // # Record encoding (record_next)
 //

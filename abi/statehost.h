@@ -33,7 +33,10 @@
 #define SH_NO_RECORD (-8)
 #define SH_STORE_FAILED (-9)
 #define SH_EMIT_FAILED (-10)
-#define SH_LIMIT (-11)
+#define SH_LIMIT (-11) /* a host limit; also a state write or emit whose Kafka record would not
+                        * fit its topic (max.message.bytes, about 1 MiB by default), or an emit
+                        * past the record's emit budget (64 MiB by default; the batch fails):
+                        * nothing changed. See "Size limits" in abi/doc.go. */
 #define SH_PROCESSOR_FAILED (-12)
 #define SH_WRONG_STORE_TYPE (-13)
 #define SH_DROPPED 1 /* window_put, session_put: success without a write */
@@ -55,6 +58,8 @@
 #define SH_MAX_ERROR_LEN 4096
 #define SH_MAX_EMIT_BYTES 1048576 /* key_len + val_len + hdr_len of one emit (null counts 0) */
 #define SH_MAX_EMIT_HEADERS 1024  /* headers of one emit */
+/* State writes and emits are also bounded by their Kafka topic's record size, and the emits of
+ * one record by the processor's emit budget: SH_LIMIT. */
 #define SH_MAX_SCHEDULES 16
 
 /* Store types (store_info) and punctuation kinds (schedule). */

@@ -1,6 +1,10 @@
 package changelog
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // slab hands out the records a task produces and the copies of their keys and values from
 // chunks, instead of two or three heap allocations per record (on the bench's word count
@@ -15,8 +19,10 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // slab's current chunks, and what the slabs hold beyond the records in flight is at most
 // one chunk of records and the bytes they refer to per task.
 type slab struct {
-	recs []kgo.Record // zeroed records not handed out yet
-	buf  []byte       // the free end of the current byte chunk (len is what is free)
+	recs  []kgo.Record // zeroed records not handed out yet
+	buf   []byte       // the free end of the current byte chunk (len is what is free)
+	marks []inputMark  // input marks not handed out yet
+	last  *inputMark   // the mark handed out last
 }
 
 const (
@@ -29,6 +35,21 @@ const (
 	// own allocation, so that a chunk is not wasted on it (nor kept alive by it).
 	slabMaxCopy = 1 << 10
 )
+
+// mark returns the mark of the input record in: the last one handed out when it names in.
+func (s *slab) mark(in Input) *inputMark {
+	if m := s.last; m != nil && m.in == in {
+		return m
+	}
+	if len(s.marks) == 0 {
+		s.marks = make([]inputMark, slabRecords)
+	}
+	m := &s.marks[0]
+	s.marks = s.marks[1:]
+	m.Context, m.in = context.Background(), in
+	s.last = m
+	return m
+}
 
 // record returns a zeroed record.
 func (s *slab) record() *kgo.Record {

@@ -19,15 +19,24 @@ func (e *PartitionMismatchError) Error() string {
 	return fmt.Sprintf("changelog: existing topic %s has %d partitions, expected %d (the source topics' partition count)", e.Topic, e.Actual, e.Expected)
 }
 
-// ProduceError reports a record that the broker did not acknowledge.
+// ProduceError reports a record that the broker did not acknowledge: the first of a task's
+// records that failed (the broker refuses a batch whole, so the first record of a refused
+// batch, which may be a smaller one than the one that did not fit).
 type ProduceError struct {
 	Topic     string
 	Partition int32
-	Err       error
+	// Input is the input record the record belongs to (see Task.SetSource); zero when none
+	// is known (a record of a plugin's init or a punctuation, a coalesced write).
+	Input Input
+	Err   error
 }
 
 func (e *ProduceError) Error() string {
-	return fmt.Sprintf("changelog: produce to %s partition %d: %v", e.Topic, e.Partition, e.Err)
+	if e.Input.Topic == "" {
+		return fmt.Sprintf("changelog: produce to %s partition %d: %v", e.Topic, e.Partition, e.Err)
+	}
+	return fmt.Sprintf("changelog: produce to %s partition %d, a record of input record %q partition %d offset %d: %v",
+		e.Topic, e.Partition, e.Input.Topic, e.Input.Partition, e.Input.Offset, e.Err)
 }
 
 func (e *ProduceError) Unwrap() error { return e.Err }

@@ -29,22 +29,26 @@ import (
 // meanwhile (a context given to Produce would also cancel the record once
 // buffered). So every record first reserves a place among the records the
 // Producer lets be in flight (one fewer than that limit, so that franz-go
-// itself never blocks), waiting for one when there is none (the slow path):
-// until there is room, until a context ends (Task.Output's; for a store write,
-// which takes none, the context its task's WaitHook gives, the plugin call's),
-// or for the Producer's wait limit (WithWaitLimit, DefaultWaitLimit), after
-// which the write or output fails with an error matching ErrNoRoom. The task's
-// WaitHook is told when such a wait begins and ends: the runtime takes it off
-// the plugin call's time limit.
+// itself never blocks), and room for its bytes among the bytes in flight
+// (WithMaxBytesInFlight, DefaultMaxBytesInFlight: what the records in flight
+// hold, whatever their number), waiting for both when there is not (the slow
+// path): until there is room, until a context ends (Task.Output's; for a store
+// write, which takes none, the context its task's WaitHook gives, the plugin
+// call's), or for the Producer's wait limit (WithWaitLimit, DefaultWaitLimit),
+// after which the write or output fails with an error matching ErrNoRoom. The
+// task's WaitHook is told when such a wait begins and ends: the runtime takes
+// it off the plugin call's time limit.
 type Producer struct {
 	cl        *kgo.Client
 	waitLimit time.Duration // the longest wait for room (WithWaitLimit)
 
-	limit    int64        // records in flight at most: the client's kgo.MaxBufferedRecords - 1
-	buffered atomic.Int64 // records in flight (reserved, and not yet acknowledged or failed), of every task
-	waiting  atomic.Int32 // producers waiting for room
-	roomMu   sync.Mutex
-	room     chan struct{} // closed when a record leaves while producers wait (guarded by roomMu)
+	limit     int64        // records in flight at most: the client's kgo.MaxBufferedRecords - 1
+	byteLimit int64        // bytes in flight at most, give or take a record per producer (WithMaxBytesInFlight)
+	buffered  atomic.Int64 // records in flight (reserved, and not yet acknowledged or failed), of every task
+	bytes     atomic.Int64 // their bytes (recordBytes)
+	waiting   atomic.Int32 // producers waiting for room
+	roomMu    sync.Mutex
+	room      chan struct{} // closed when a record leaves while producers wait (guarded by roomMu)
 
 	// handOvers is held shared by every flush of a task's queue to the client, and
 	// exclusively by HoldHandOvers: under exactly-once, no record reaches the client while a
@@ -71,8 +75,26 @@ const DefaultWaitLimit = 5 * time.Minute
 // meanwhile (it is away, or too slow). The write or output is not made.
 var ErrNoRoom = errors.New("changelog: no room in the producer")
 
+// DefaultMaxBytesInFlight is the default of WithMaxBytesInFlight: 64 MiB, as many bytes as
+// 64 of the largest records a broker takes by default (message.max.bytes, 1 MiB), and a
+// small part of a host's memory.
+const DefaultMaxBytesInFlight = 64 << 20
+
 // ProducerOption configures a Producer.
 type ProducerOption func(*Producer)
+
+// WithMaxBytesInFlight bounds the bytes (keys, values and headers: recordBytes) of the
+// records in flight, of every task: a record waits for room as for a place among the records
+// in flight. A record is let in while the records in flight hold less than n, so the bound is
+// passed by at most one record per producing task (a record larger than n still goes, alone).
+// Default DefaultMaxBytesInFlight; n <= 0 keeps it.
+func WithMaxBytesInFlight(n int64) ProducerOption {
+	return func(p *Producer) {
+		if n > 0 {
+			p.byteLimit = n
+		}
+	}
+}
 
 // WithWaitLimit bounds how long one record waits for room among the producer's records in
 // flight before its write or output fails (ErrNoRoom). Default DefaultWaitLimit; d <= 0
@@ -101,7 +123,8 @@ func NewProducer(cl *kgo.Client, opts ...ProducerOption) (*Producer, error) {
 	// One fewer: franz-go counts a record out only after its promise, which counts it out
 	// here first.
 	limit = max(limit-1, 1)
-	prod := &Producer{cl: cl, waitLimit: DefaultWaitLimit, limit: limit, owners: map[string]string{}, trackers: map[taskKey]*tracker{}}
+	prod := &Producer{cl: cl, waitLimit: DefaultWaitLimit, limit: limit, byteLimit: DefaultMaxBytesInFlight,
+		owners: map[string]string{}, trackers: map[taskKey]*tracker{}}
 	for _, o := range opts {
 		o(prod)
 	}
@@ -120,31 +143,60 @@ func (p *Producer) HoldHandOvers() (release func()) {
 // WaitLimit returns the longest a record waits for room (WithWaitLimit).
 func (p *Producer) WaitLimit() time.Duration { return p.waitLimit }
 
-// reserve takes a place for one record among the records in flight. It returns false when
-// there is none: then the caller may flush its queue (its records have their places) and
-// await one.
-func (p *Producer) reserve() bool {
-	if p.buffered.Add(1) <= p.limit {
+// MaxBytesInFlight returns the bound on the bytes of the records in flight
+// (WithMaxBytesInFlight).
+func (p *Producer) MaxBytesInFlight() int64 { return p.byteLimit }
+
+// recordBytes is what a record counts among the bytes in flight: its key, value, and header
+// keys and values, the bytes it holds beyond its fixed size (which the bound on records
+// bounds). franz-go's own count of buffered bytes (kgo.MaxBufferedBytes) is the same.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// take takes a place for one record of n bytes among the records in flight, and reports
+// whether there was room for both: a place, and bytes in flight below the bound before it.
+// When there was not, it takes nothing, and returns the counts after giving them back, for
+// the caller to tell whether room came meanwhile.
+func (p *Producer) take(n int64) (ok bool, recs, bytes int64) {
+	recs = p.buffered.Add(1)
+	bytes = p.bytes.Add(n)
+	if recs <= p.limit && bytes-n < p.byteLimit {
+		return true, 0, 0
+	}
+	return false, p.buffered.Add(-1), p.bytes.Add(-n)
+}
+
+// reserve takes a place for one record of n bytes among the records in flight. It returns
+// false when there is no room: then the caller may flush its queue (its records have their
+// places) and await one.
+func (p *Producer) reserve(n int64) bool {
+	if ok, _, _ := p.take(n); ok {
 		return true
 	}
-	p.left() // taken back
+	p.wake() // what it took for a moment may have kept another from room
 	return false
 }
 
-// await takes a place for one record, waiting for one while there is none, until ctx ends
-// (then it returns ctx's error) or for the wait limit (then an error matching ErrNoRoom),
-// taking nothing then.
-func (p *Producer) await(ctx context.Context) error {
+// await takes a place for one record of n bytes, waiting for room while there is none, until
+// ctx ends (then it returns ctx's error) or for the wait limit (then an error matching
+// ErrNoRoom), taking nothing then.
+func (p *Producer) await(ctx context.Context, n int64) error {
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
 	var bound <-chan time.Time // made at the first wait: room is often there already
 	for {
 		p.roomMu.Lock()
-		if p.buffered.Add(1) <= p.limit {
+		ok, recs, bytes := p.take(n)
+		if ok {
 			p.roomMu.Unlock()
 			return nil
 		}
-		if p.buffered.Add(-1) < p.limit { // a record left meanwhile, maybe without waking anyone
+		if recs < p.limit && bytes < p.byteLimit { // room came meanwhile, maybe without waking anyone
 			p.roomMu.Unlock()
 			continue
 		}
@@ -168,9 +220,16 @@ func (p *Producer) await(ctx context.Context) error {
 	}
 }
 
-// left gives back the place of a record, waking the producers that wait for one.
-func (p *Producer) left() {
-	if p.buffered.Add(-1) < p.limit && p.waiting.Load() > 0 {
+// left gives back the place of a record of n bytes, waking the producers that wait for room.
+func (p *Producer) left(n int64) {
+	p.buffered.Add(-1)
+	p.bytes.Add(-n)
+	p.wake()
+}
+
+// wake wakes the producers that wait for room, if any: they try again (await).
+func (p *Producer) wake() {
+	if p.waiting.Load() > 0 {
 		p.roomMu.Lock()
 		if p.room != nil {
 			close(p.room)
@@ -178,6 +237,12 @@ func (p *Producer) left() {
 		}
 		p.roomMu.Unlock()
 	}
+}
+
+// bound describes the Producer's bounds on the records in flight, for errors: "the
+// producer's " + bound().
+func (p *Producer) bound() string {
+	return fmt.Sprintf("%d records in flight and %d bytes in flight", p.limit, p.byteLimit)
 }
 
 // claim registers processor as the owner of the logged stores named stores,
@@ -255,4 +320,7 @@ type OutputRecord struct {
 	Value     []byte // nil for a null value
 	Headers   []Header
 	Timestamp time.Time // zero: the client sets the produce time
+	// Input is the input record the output belongs to, named by a *ProduceError if the
+	// broker refuses it. Default zero: the one the task's Source names (Task.SetSource).
+	Input Input
 }

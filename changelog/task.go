@@ -208,7 +208,7 @@ func (t *Task) Dir() string { return t.st.Dir() }
 
 // WaitHook is told when one of a task's records waits for room among the producer's records
 // in flight (the slow path of a store write or an Output: the producer has as many records in
-// flight as its client may buffer), and when that wait ends. The runtime passes the task's
+// flight as its client may buffer, or as many bytes as its bound), and when that wait ends. The runtime passes the task's
 // engine.HostWaits, which takes the wait off the time limit of the plugin call that writes or
 // emits.
 //
@@ -231,17 +231,22 @@ func (t *Task) SetWaitHook(h WaitHook) { t.tr.hook = h }
 // records, in order, until the next Flush.
 //
 // While the producer has as many records in flight as the client may buffer
-// (kgo.MaxBufferedRecords), Output flushes the task's queue and waits for room (telling the
-// task's WaitHook); when ctx ends first, it returns an error that wraps ctx's, and after the
-// producer's wait limit one that matches ErrNoRoom, both naming the record's topic and
-// partition and the producer's limit of records in flight; the record is not produced.
+// (kgo.MaxBufferedRecords), or their bytes reach its bound (WithMaxBytesInFlight), Output
+// flushes the task's queue and waits for room (telling the task's WaitHook); when ctx ends
+// first, it returns an error that wraps ctx's, and after the producer's wait limit one that
+// matches ErrNoRoom, both naming the record's topic and partition and the producer's limits
+// in flight; the record is not produced.
 func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if err := t.tr.reserve(ctx); err != nil {
-		return fmt.Errorf("changelog: output to %s partition %d: waiting for room among the producer's %d records in flight: %w",
-			r.Topic, r.Partition, t.tr.p.limit, err)
+	n := int64(len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	if err := t.tr.reserve(ctx, n); err != nil {
+		return fmt.Errorf("changelog: output to %s partition %d: waiting for room among the producer's %s: %w",
+			r.Topic, r.Partition, t.tr.p.bound(), err)
 	}
 	mem := &t.tr.mem
 	kr := mem.record()
@@ -258,7 +263,7 @@ func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)}
 		}
 	}
-	t.tr.produce(kr, t.tr.promise)
+	t.tr.produce(kr, t.tr.promise, r.Input)
 	return nil
 }
 

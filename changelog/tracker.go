@@ -32,6 +32,7 @@ type tracker struct {
 	closed bool // the task is closed (guarded by p.mu)
 
 	hook    WaitHook                 // told of the waits for room (Task.SetWaitHook); nil: none
+	source  Source                   // tells the input record a record belongs to (Task.SetSource); nil: none
 	promise func(*kgo.Record, error) // done, made once: a method value allocates at every use
 	mem     slab                     // the records and their bytes (the task's goroutine only)
 	queue   []queued                 // records not handed to the client yet (the task's goroutine only)
@@ -57,22 +58,23 @@ func newTracker(p *Producer) *tracker {
 	return t
 }
 
-// reserve takes the place of a record that Task.Output produces among the Producer's records
-// in flight, waiting for one (awaitRoom) until ctx ends when there is none.
-func (t *tracker) reserve(ctx context.Context) error {
-	if t.p.reserve() {
+// reserve takes the place of a record of n bytes that Task.Output produces among the
+// Producer's records in flight, waiting for room (awaitRoom) until ctx ends when there is
+// none.
+func (t *tracker) reserve(ctx context.Context, n int64) error {
+	if t.p.reserve(n) {
 		return nil
 	}
-	return t.awaitRoom(ctx, false)
+	return t.awaitRoom(ctx, false, n)
 }
 
-// reserveWrite takes the place of a store write's changelog record, waiting for one
-// (awaitRoom) until the context the task's hook gives ends when there is none.
-func (t *tracker) reserveWrite() error {
-	if t.p.reserve() {
+// reserveWrite takes the place of a store write's changelog record of n bytes, waiting for
+// room (awaitRoom) until the context the task's hook gives ends when there is none.
+func (t *tracker) reserveWrite(n int64) error {
+	if t.p.reserve(n) {
 		return nil
 	}
-	return t.awaitRoom(context.Background(), true)
+	return t.awaitRoom(context.Background(), true, n)
 }
 
 // awaitRoom is the slow path of reserve: there is no room. It hands the queue to the client
@@ -80,7 +82,7 @@ func (t *tracker) reserveWrite() error {
 // for a place (Producer.await: until ctx ends, or the wait limit), with the task's hook told
 // when the wait begins (before the hand-over, which may wait for HoldHandOvers) and ends. For
 // a write, the hook's context (the plugin call's) ends the wait too.
-func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
+func (t *tracker) awaitRoom(ctx context.Context, write bool, n int64) error {
 	if h := t.hook; h != nil {
 		hctx := h.BeginWait() // the flush too may wait (HoldHandOvers)
 		defer h.EndWait()
@@ -89,7 +91,7 @@ func (t *tracker) awaitRoom(ctx context.Context, write bool) error {
 		}
 	}
 	t.flush()
-	return t.p.await(ctx)
+	return t.p.await(ctx, n)
 }
 
 // unlogged records that a store write could not be logged: the write is in the store but
@@ -103,8 +105,15 @@ func (t *tracker) unlogged(err error) {
 }
 
 // produce queues r, a record of the tracker's slab whose place is reserved; promise is
-// t.promise, or a store log's.
-func (t *tracker) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+// t.promise, or a store log's. r belongs to the input record in when in.Topic is set, else to
+// the one the task's Source names, if any (see inputMark).
+func (t *tracker) produce(r *kgo.Record, promise func(*kgo.Record, error), in Input) {
+	if in.Topic == "" && t.source != nil {
+		in, _ = t.source.InputRecord()
+	}
+	if in.Topic != "" {
+		r.Context = t.mem.mark(in)
+	}
 	t.dirty = true
 	t.pending.Add(1)
 	t.queue = append(t.queue, queued{r, promise})
@@ -141,9 +150,9 @@ func (t *tracker) flush() {
 
 // discard drops the queued records, which are never produced.
 func (t *tracker) discard() {
-	for i := range t.queue {
+	for i, q := range t.queue {
 		t.queue[i] = queued{}
-		t.p.left()
+		t.p.left(recordBytes(q.r))
 		t.pending.Add(-1)
 	}
 	t.queue = nil
@@ -155,11 +164,15 @@ func (t *tracker) done(r *kgo.Record, err error) {
 	if err != nil {
 		t.mu.Lock()
 		if t.err == nil {
-			t.err = &ProduceError{Topic: r.Topic, Partition: r.Partition, Err: err}
+			pe := &ProduceError{Topic: r.Topic, Partition: r.Partition, Err: err}
+			if m, ok := r.Context.(*inputMark); ok {
+				pe.Input = m.in
+			}
+			t.err = pe
 		}
 		t.mu.Unlock()
 	}
-	t.p.left()
+	t.p.left(recordBytes(r))
 	if t.pending.Add(-1) == 0 {
 		t.mu.Lock()
 		if t.idle != nil {
@@ -262,34 +275,34 @@ func (l *storeLog) take() (int64, bool) {
 // waits (tracker.awaitRoom); a wait that ends without room (the plugin call's context ended,
 // or the wait limit passed: ErrNoRoom) fails the write, and the task's next commit.
 func (l *storeLog) LogPut(key, value []byte) error {
-	if err := l.tr.reserveWrite(); err != nil {
+	if err := l.tr.reserveWrite(int64(len(key) + len(value))); err != nil {
 		return l.noRoom(err)
 	}
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	// Neither is nil: compacted topics need a key, and a nil value is a tombstone.
 	r.Key, r.Value = l.tr.mem.copy(key), l.tr.mem.copy(value)
-	l.tr.produce(l.stamp(r), l.promise)
+	l.tr.produce(l.stamp(r), l.promise, Input{})
 	return nil
 }
 
 // LogDelete queues the changelog record of a delete (a tombstone), as LogPut does.
 func (l *storeLog) LogDelete(key []byte) error {
-	if err := l.tr.reserveWrite(); err != nil {
+	if err := l.tr.reserveWrite(int64(len(key))); err != nil {
 		return l.noRoom(err)
 	}
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	r.Key = l.tr.mem.copy(key)
-	l.tr.produce(l.stamp(r), l.promise)
+	l.tr.produce(l.stamp(r), l.promise, Input{})
 	return nil
 }
 
 // noRoom returns the error of a write whose changelog record found no room, after failing
 // the task's next commit with it.
 func (l *storeLog) noRoom(err error) error {
-	err = fmt.Errorf("changelog: write to %s partition %d: waiting for room among the producer's %d records in flight: %w",
-		l.topic, l.partition, l.tr.p.limit, err)
+	err = fmt.Errorf("changelog: write to %s partition %d: waiting for room among the producer's %s: %w",
+		l.topic, l.partition, l.tr.p.bound(), err)
 	l.tr.unlogged(err)
 	return err
 }

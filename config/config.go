@@ -131,6 +131,10 @@ type Processor struct {
 	OnError OnError
 	// OnErrorRange is the on_error attribute's value, or the block header when it is absent.
 	OnErrorRange hcl.Range
+	// EmitBudget bounds the bytes (keys, values and headers) the plugin may emit for one
+	// input record: the emit that passes it fails, and the record is a poison record (reason
+	// emit_budget). Default DefaultEmitBudget (64 MiB).
+	EmitBudget int64
 }
 
 // The store types, the values of Store.Type.

@@ -247,6 +247,7 @@ processor "count" {
 			DeclRange:    c.Processors[0].DeclRange,
 			OnError:      config.OnErrorFail,
 			OnErrorRange: c.Processors[0].DeclRange, // on_error is absent: the block header
+			EmitBudget:   64 << 20,
 		}},
 	}
 	if !reflect.DeepEqual(*c, want) {

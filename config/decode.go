@@ -106,6 +106,7 @@ type rawProcessor struct {
 	InputsRange hcl.Range      `hcl:"inputs,attr_range"`
 	Outputs     hcl.Expression `hcl:"outputs,optional"`
 	OnError     hcl.Expression `hcl:"on_error,optional"`
+	EmitBudget  hcl.Expression `hcl:"emit_budget,optional"`
 	Stores      []rawStore     `hcl:"store,block"`
 	DefRange    hcl.Range      `hcl:",def_range"`
 }
@@ -296,6 +297,7 @@ func (d *decoder) decodeProcessor(rp rawProcessor, opts Options) Processor {
 	}
 	p.Outputs, p.OutputRanges, _ = d.stringList(rp.Outputs, "outputs")
 	d.decodeOnError(rp, &p)
+	p.EmitBudget = d.byteSize(rp.EmitBudget, "emit_budget", DefaultEmitBudget)
 
 	for _, rs := range rp.Stores {
 		p.Stores = append(p.Stores, d.decodeStore(rs))

@@ -88,6 +88,11 @@
 //	                                        # the record's writes and emits are undone, it is
 //	                                        # counted and logged; "dead_letter": as skip, and the
 //	                                        # record goes to <application_id>-<processor>-dlq
+//	  emit_budget = "64MiB"                 # default "64MiB", > 0: the most bytes (keys, values,
+//	                                        # headers) the plugin may emit for one record; the
+//	                                        # emit past it fails and the record is poison (units
+//	                                        # B, KiB, MiB, GiB; the record's emits are held in
+//	                                        # memory until it is done)
 //
 //	  store "counts" {                      # any number; names unique in the application
 //	    type     = "keyvalue"               # default "keyvalue", or "window" or "session" (below)
@@ -138,7 +143,11 @@
 // count (a topic block may declare it, for its configs); a record goes to the partition of
 // its source (modulo the topic's partition count), with its key, value, timestamp and
 // headers, plus the headers statehost.error, statehost.processor, statehost.topic,
-// statehost.partition and statehost.offset.
+// statehost.partition and statehost.offset; one that would not fit the topic has its value
+// cut, and the header statehost.truncated holds the value's original length. A store write or
+// emit whose Kafka record would not fit its topic is refused at the call (CodeLimit): a plugin
+// that fails then makes the record poison. The emit that passes emit_budget is refused too,
+// and fails the record whatever the plugin does (reason "emit_budget").
 //
 // All the instances of an application share one admin token: a redirected interactive query
 // carries it to the instance that answers. The token is compared in constant time.

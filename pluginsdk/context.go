@@ -32,7 +32,10 @@ type Context interface {
 	// kept across restarts; abi.NoTime before any.
 	StreamTime() int64
 	// Emit sends a record to the processor's first output topic. A nil key or value is
-	// null; a nil value is a tombstone. The host copies both.
+	// null; a nil value is a tombstone. The host copies both. A record that would not fit
+	// the output topic (about 1 MiB by default), or that passes the emit budget of the
+	// record being processed (64 MiB by default), is refused with an error matching
+	// ErrLimit; see ErrLimit.
 	Emit(key, value []byte) error
 	// EmitTo sends a record to the output topic with that name, which must be one of the
 	// processor's declared outputs (else an error matching ErrUnknownOutput).

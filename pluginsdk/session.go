@@ -72,7 +72,8 @@ func (s *SessionStore) Get(key []byte, sess Session) (value []byte, found bool, 
 // Put stores value under key for the session sess (sess.Start <= sess.End, else an error
 // matching ErrBadArgument); a nil value removes the session. stored is false, with no
 // error, when the host dropped the put: the session is closed (for a value) or expired. The
-// host counts dropped puts. The host copies key and value.
+// host counts dropped puts. The host copies key and value. A write whose changelog record
+// would not fit is refused with an error matching ErrLimit, as Store.Put's.
 func (s *SessionStore) Put(key []byte, sess Session, value []byte) (stored bool, err error) {
 	if s.err != nil {
 		return false, s.err

@@ -42,7 +42,9 @@ func (s *Store) Get(key []byte) (value []byte, found bool, err error) {
 }
 
 // Put stores value under key; a nil value deletes the key (as Kafka Streams' put(k, null)).
-// The host copies both.
+// The host copies both. A write whose changelog record would not fit the store's changelog
+// topic is refused with an error matching ErrLimit (a key and value of about 1 MiB together,
+// by default), and changes nothing.
 func (s *Store) Put(key, value []byte) error {
 	if s.err != nil {
 		return s.err

@@ -103,7 +103,8 @@ func getValue(buf *[]byte, store string, get func(buf []byte) int32) ([]byte, bo
 // Put stores value under key in the window that starts at start; a nil value deletes the
 // window. stored is false, with no error, when the host dropped the put: the window is
 // closed (for a value) or expired. The host counts dropped puts; nothing more needs doing.
-// The host copies key and value.
+// The host copies key and value. A write whose changelog record would not fit is refused
+// with an error matching ErrLimit, as Store.Put's.
 func (s *WindowStore) Put(key []byte, start int64, value []byte) (stored bool, err error) {
 	if s.err != nil {
 		return false, s.err

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,18 +64,20 @@ func produceCmd(ctx context.Context, env *cliEnv, args []string) int {
 // produce writes the lines of in to the topic and returns how many records the broker
 // acknowledged.
 func produce(ctx context.Context, log hclog.Logger, in io.Reader, o produceOptions) (int64, error) {
+	batch, err := topicBatchBound(ctx, log, o)
+	if err != nil {
+		return 0, err
+	}
 	cl, err := newClient(log, o.brokers,
 		kgo.DefaultProduceTopic(o.topic),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Java's default
 		kgo.RecordDeliveryTimeout(produceDeliveryTimeout),
+		kgo.ProducerBatchMaxBytes(batch),
 	)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	if _, err := requireTopic(ctx, cl, o.brokers, o.topic); err != nil {
-		return 0, err
-	}
 
 	var (
 		mu       sync.Mutex
@@ -130,6 +134,51 @@ read:
 		return acked, fmt.Errorf("interrupted while reading standard input: %w", context.Cause(ctx))
 	}
 	return acked, *readErr // lines is closed: readErr is set
+}
+
+// Bounds of franz-go's record batch bound (kgo.ProducerBatchMaxBytes): it refuses less than
+// 512 bytes, and more than its largest produce request (100 MiB by default) less room for
+// the request's other fields.
+const (
+	minBatchBound = 512
+	maxBatchBound = 100<<20 - 64<<10
+)
+
+// topicBatchBound checks that the topic exists and returns the bound of the command's record
+// batches: the topic's max.message.bytes, what the broker takes, instead of franz-go's default
+// of 1,000,012 bytes, which refused lines the broker takes (Kafka's default is 1,048,588).
+// When the topic's config cannot be read it is Kafka's default, and the broker decides.
+func topicBatchBound(ctx context.Context, log hclog.Logger, o produceOptions) (int32, error) {
+	const kafkaDefault = 1048588
+	cl, err := newClient(log, o.brokers)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	if _, err := requireTopic(ctx, cl, o.brokers, o.topic); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, topicCheckTimeout)
+	defer cancel()
+	n := int64(kafkaDefault)
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, o.topic)
+	if err == nil {
+		var rc kadm.ResourceConfig
+		if rc, err = rcs.On(o.topic, nil); err == nil {
+			err = rc.Err
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
+				if v, perr := strconv.ParseInt(*c.Value, 10, 32); perr == nil {
+					n = v
+				}
+			}
+		}
+	}
+	if err != nil {
+		log.Warn("could not read the topic's max.message.bytes: assuming Kafka's default", "topic", o.topic, "default", kafkaDefault, "error", err)
+	}
+	return int32(min(max(n, minBatchBound), maxBatchBound)), nil
 }
 
 // readLines sends the lines of in, end of line included, until its end or until stop is

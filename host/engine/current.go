@@ -8,3 +8,21 @@ package engine
 // (or the next, when the guest died growing its buffer for it). Like the rest of the
 // Instance, it is not safe for concurrent use.
 func (in *Instance) Current() int { return in.last }
+
+// Record names the record that the guest call in progress works on (Instance.Current, the
+// last it took): its topic, partition and offset, with ok false outside a batch (init, a
+// punctuation, between calls) or before the guest took a record. A task's producer asks it, for each record the task writes or emits, which input
+// record that belongs to (the runtime's changelog.Source); it is called on the call's
+// goroutine, from its host functions.
+func (w *HostWaits) Record() (topic string, partition int32, offset int64, ok bool) {
+	c := w.running.Load()
+	if c == nil {
+		return "", 0, 0, false
+	}
+	in := c.in
+	if in.last < 0 || in.last >= len(in.batch) {
+		return "", 0, 0, false
+	}
+	r := &in.batch[in.last]
+	return r.Topic, r.Partition, r.Offset, true
+}

@@ -164,7 +164,7 @@ func hostStoreOpen(c call) int32 {
 	if h, ok := in.storeIndex[string(name)]; ok {
 		return h
 	}
-	os := openStore{name: string(name)}
+	os := openStore{name: string(name), limit: in.task.StoreLimits[string(name)]}
 	if s, ok := in.task.Stores[string(name)]; ok {
 		os.kind, os.store = abi.StoreKeyValue, s
 	} else if w, ok := in.task.Windows[string(name)]; ok {
@@ -209,6 +209,9 @@ func hostStatePut(c call) int32 {
 	if c.code != abi.CodeOK {
 		return c.code
 	}
+	if !c.writeFits(s, "state_put", len(key), len(value)) {
+		return abi.CodeLimit
+	}
 	// The store copies key and value: views of guest memory are safe here.
 	if value == nil {
 		if err := s.store.Delete(key); err != nil {
@@ -227,6 +230,9 @@ func hostStateDelete(c call) int32 {
 	key := c.bytes(1)
 	if c.code != abi.CodeOK {
 		return c.code
+	}
+	if !c.writeFits(s, "state_delete", len(key), 0) {
+		return abi.CodeLimit
 	}
 	if err := s.store.Delete(key); err != nil {
 		return c.in.storeFailed(s, "delete", err)

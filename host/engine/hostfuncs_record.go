@@ -109,6 +109,9 @@ func hostEmit(c call) int32 {
 			return code
 		}
 	}
+	if !c.emitFits(out, len(key), len(value), rec.Headers) {
+		return abi.CodeLimit // the output's limit, or the record's emit budget (limits.go)
+	}
 	// Key and value are views of guest memory: the Emitter copies what it keeps.
 	rec.Key, rec.Value = key, value
 	if err := in.task.Emitter.Emit(c.ctx, rec); err != nil {

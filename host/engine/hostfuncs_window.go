@@ -66,6 +66,9 @@ func hostWindowPut(c call) int32 {
 	if c.code != abi.CodeOK {
 		return c.code
 	}
+	if !c.writeFits(s, "window_put", len(key), len(value)) {
+		return abi.CodeLimit
+	}
 	stored, err := s.win.Put(key, start, value) // the store copies key and value
 	if err != nil {
 		return c.in.storeFailed(s, "window put", err)
@@ -110,6 +113,9 @@ func hostSessionPut(c call) int32 {
 	}
 	if start > end {
 		return abi.CodeBadArgument
+	}
+	if !c.writeFits(s, "session_put", len(key), len(value)) {
+		return abi.CodeLimit
 	}
 	stored, err := s.sess.Put(key, start, end, value)
 	if err != nil {

@@ -47,6 +47,21 @@ type Task struct {
 	// Give every instance of a task the same one, so that an instance that replaces a failed
 	// one starts with the limit where it was. Default nil: the instance has one of its own.
 	LogLimiter *LogLimiter
+	// StoreLimits bound the changelog records of the logged stores, by store name: the
+	// largest Kafka record batch (bytes) that a write's changelog record may take alone. A
+	// state_put, state_delete, window_put or session_put whose record would not fit answers
+	// CodeLimit and changes nothing (limits.go). A store not named, or with 0, has no bound
+	// (an unlogged store). Default none.
+	StoreLimits map[string]int
+	// OutputLimits bound the emitted records, by output index as in Outputs: the largest
+	// record batch an emitted record may take alone; a larger emit answers CodeLimit and
+	// emits nothing. A missing or 0 entry: no bound but abi.MaxEmitBytes. Default none.
+	OutputLimits []int
+	// EmitBudget bounds the bytes (keys, values, header keys and values) that the guest emits
+	// for one input record: the emit that passes it answers CodeLimit and fails the call with
+	// ErrEmitBudget (a poison record). A punctuation's emits are not counted. Default 0: no
+	// budget.
+	EmitBudget int64
 }
 
 // Instance is one instantiation of a Module serving one task.
@@ -89,8 +104,12 @@ type Instance struct {
 	needed   int32  // buffer_needed
 	message  string // set_error
 	hostErr  error  // the first store or emitter failure of the call
-	hostKind error  // ErrStore or ErrEmit, for hostErr
+	hostKind error  // ErrStore, ErrEmit or ErrEmitBudget, for hostErr
 	hostAt   int    // blame when hostErr happened
+	refused  error  // the call's last *LimitError, for its failure (limits.go)
+
+	emitted   int64 // bytes emitted for the record at emittedAt, counted in Task.EmitBudget
+	emittedAt int   // the cursor of the record emitted counts, -1 for none
 
 	intr           interrupter // stops a running call at its deadline or cancellation
 	logs           *LogLimiter // the task's, or the instance's own
@@ -105,6 +124,7 @@ type Instance struct {
 type openStore struct {
 	name  string
 	kind  int32 // abi.StoreKeyValue, abi.StoreWindow or abi.StoreSession
+	limit int   // Task.StoreLimits' bound of the store's changelog records, 0 for none
 	store Store
 	win   store.WindowStore
 	sess  store.SessionStore
@@ -276,6 +296,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 // limit and turns any failure into a *GuestError, marking the instance dead.
 func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
 	in.message, in.hostErr, in.hostKind, in.needed = "", nil, nil, 0
+	in.refused, in.emitted, in.emittedAt = nil, 0, -1
 	in.stderr.reset()
 	var buf [1]uint64
 	if stack == nil {
@@ -351,6 +372,11 @@ func (in *Instance) failure(ctx context.Context, done, cause, callErr error, cod
 			return in.newErrorAt(in.hostAt, kind, 0, &stopError{text: host.Error(), errs: []error{host, callErr}})
 		}
 		return in.newErrorAt(in.hostAt, kind, 0, errors.Join(callErr, host))
+	}
+	if in.hostKind == ErrEmitBudget {
+		// The record passed its emit budget: that is the failure, whatever the guest did then
+		// (a Go guest may panic on the error, a C guest trap).
+		return in.newErrorAt(in.hostAt, ErrEmitBudget, 0, errors.Join(in.hostErr, callErr))
 	}
 	if callErr == nil {
 		if in.hostErr != nil {
@@ -448,6 +474,15 @@ func (in *Instance) newErrorAt(at int, kind error, code int32, err error) *Guest
 	}
 	if ge.Detail == "" {
 		ge.Detail = in.stderr.detail()
+	}
+	if in.refused != nil && in.hostErr == nil {
+		// The host answered CodeLimit earlier in the call: the guest's failure most likely
+		// follows it, and the limit is what to change.
+		if err == nil {
+			ge.Err = in.refused
+		} else {
+			ge.Err = fmt.Errorf("%w (after %w)", err, in.refused)
+		}
 	}
 	return ge
 }

@@ -115,19 +115,26 @@ func probeRig(t *testing.T) (*rig, Task) {
 	return r, task
 }
 
-// TestWindowABIFromC has a C guest call the window, session, store_info, stream_time and
-// schedule functions with bad and good arguments: each answers its code, never traps, and a
-// function of one store type on another type answers CodeWrongStoreType.
-func TestWindowABIFromC(t *testing.T) {
-	e, _ := testEngine(t, Config{})
-	r, task := probeRig(t)
+// runWindows runs the C probe's "windows" command, at stream time 1500, on an instance for
+// task, and returns the codes it reported.
+func runWindows(t *testing.T, e *Engine, r *rig, task Task) map[string]string {
+	t.Helper()
 	in := instantiate(t, e, "probe", task)
 	rec := timed(0, "k", 1500)
 	rec.Value = []byte("windows")
 	if err := in.ProcessBatch(context.Background(), []Record{rec}); err != nil {
 		t.Fatal(err)
 	}
-	codes := r.emitted.values()
+	return r.emitted.values()
+}
+
+// TestWindowABIFromC has a C guest call the window, session, store_info, stream_time and
+// schedule functions with bad and good arguments: each answers its code, never traps, and a
+// function of one store type on another type answers CodeWrongStoreType.
+func TestWindowABIFromC(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	r, task := probeRig(t)
+	codes := runWindows(t, e, r, task)
 	wrong := abi.CodeWrongStoreType
 	entry := int32(abi.WindowEntryHeaderSize + 1 + 2) // key "k", value "v1"
 	want := map[string]int32{

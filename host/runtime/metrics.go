@@ -37,7 +37,8 @@ import (
 //	statehost_punctuations_total{processor}                 counter    punctuations run
 //	statehost_dropped_window_writes_total{processor,reason} counter    window writes dropped: late, expired, restore_skipped
 //	statehost_records_skipped_total{processor,reason}       counter    poison records skipped (on_error = "skip"), by the
-//	                                                                   guest's failure: error, trap, panic, exit, out_of_memory, timeout
+//	                                                                   guest's failure: error, trap, panic, exit, out_of_memory, timeout,
+//	                                                                   emit_budget
 //	statehost_records_dead_lettered_total{processor}        counter    poison records sent to the dead-letter topic (on_error = "dead_letter")
 //	statehost_guest_log_lines_dropped_total{processor}      counter    guest log lines (log, stdout, stderr) over the per-task rate limit
 //
@@ -124,7 +125,7 @@ func newMetrics(board *statusBoard) *metrics {
 		}, []string{"processor", "reason"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statehost_records_skipped_total",
-			Help: "Poison records skipped (on_error = \"skip\"), by the guest's failure: error, trap, panic, exit, out_of_memory, timeout.",
+			Help: "Poison records skipped (on_error = \"skip\"), by the guest's failure: error, trap, panic, exit, out_of_memory, timeout, emit_budget.",
 		}, []string{"processor", "reason"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statehost_records_dead_lettered_total",

@@ -11,6 +11,7 @@ import (
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/internal/recordbatch"
 	"github.com/statehost/statehost/store"
 )
 
@@ -18,7 +19,8 @@ import (
 //
 // A poison record is an input record the plugin fails on while it is the current record (the
 // *engine.GuestError that ProcessBatch returns is attributed to it, and its cause is the
-// guest's: an error result, a trap, a panic, an exit, running out of memory or out of time).
+// guest's: an error result, a trap, a panic, an exit, running out of memory or out of time,
+// or emits past the record's emit budget).
 // With on_error = "fail" (the default) the error stops the task and the application. With
 // "skip" or "dead_letter" the task drops the record and goes on:
 //
@@ -55,6 +57,16 @@ const (
 	HeaderTopic     = "statehost.topic"     // the record's source topic
 	HeaderPartition = "statehost.partition" // its partition, decimal
 	HeaderOffset    = "statehost.offset"    // its offset, decimal
+
+	// A dead letter that would not fit the dead-letter topic (its record larger than the
+	// topic's limit, limits.go: the record the broker took, plus the headers above) is cut to
+	// fit, never dropped: its value first, then, if that is not enough, its own headers, its
+	// key, and the text of statehost.error, each as little as needed. These headers, after
+	// the others, say what was cut:
+
+	HeaderTruncated      = "statehost.truncated"       // the original length of the value, decimal, when it was cut
+	HeaderDroppedHeaders = "statehost.dropped_headers" // the number of the record's own headers, dropped
+	HeaderKeyTruncated   = "statehost.truncated_key"   // the original length of the key, when it was cut
 )
 
 // poisonReason returns the reason label of statehost_records_skipped_total for a guest
@@ -81,6 +93,8 @@ func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 		return ge, "exit", true
 	case engine.ErrOutOfMemory:
 		return ge, "out_of_memory", true
+	case engine.ErrEmitBudget:
+		return ge, "emit_budget", true
 	case engine.ErrTimeout:
 		if errors.Is(ge, engine.ErrEmit) {
 			// An emit gave up waiting for the producer (a broker away, a full buffer) at the
@@ -106,7 +120,8 @@ type poisonGuard struct {
 	undo   []func() error // writes back the former values, in write order
 	seen   map[string]bool
 
-	staged []stagedEmit
+	staged  []stagedEmit
+	records []engine.Record // the records of the call (begin), which stagedEmit.at indexes
 }
 
 type stagedEmit struct {
@@ -118,9 +133,10 @@ func newPoisonGuard(t *task) *poisonGuard {
 	return &poisonGuard{t: t, undoAt: -1, seen: map[string]bool{}}
 }
 
-// begin starts a ProcessBatch call.
-func (g *poisonGuard) begin() {
+// begin starts a ProcessBatch call of records.
+func (g *poisonGuard) begin(records []engine.Record) {
 	g.active, g.undoAt, g.undo, g.staged = true, -1, g.undo[:0], g.staged[:0]
+	g.records = records
 	clear(g.seen)
 }
 
@@ -166,13 +182,23 @@ func (g *poisonGuard) release(ctx context.Context, before int) error {
 		if s.at >= before {
 			break
 		}
-		if err := g.t.output(ctx, s.rec); err != nil {
+		if err := g.t.output(ctx, s.rec, g.input(s.at)); err != nil {
 			return err
 		}
 		n++
 	}
 	g.staged = append(g.staged[:0], g.staged[n:]...)
 	return nil
+}
+
+// input names the record at index at of the batch in progress: the input record of its held
+// emits, which go to the producer while the guest works on a later record, or after the call.
+func (g *poisonGuard) input(at int) changelog.Input {
+	if at < 0 || at >= len(g.records) {
+		return changelog.Input{}
+	}
+	r := &g.records[at]
+	return changelog.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 }
 
 // emit holds rec back until the guest works on a later record, handing over the emits of
@@ -348,7 +374,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		if alone {
 			call = records[:1]
 		}
-		t.guard.begin()
+		t.guard.begin(call)
 		err := t.inst.ProcessBatch(ctx, call)
 		if err == nil {
 			if err := t.guard.succeeded(ctx); err != nil {
@@ -456,5 +482,46 @@ func (t *task) deadLetter(ctx context.Context, dlq string, rec engine.Record, ge
 		changelog.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
 		changelog.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 	)
+	out.Input = changelog.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	fitDeadLetter(&out, len(rec.Headers), t.rt.limits[dlq])
 	return t.cl.Output(ctx, out)
+}
+
+// fitDeadLetter cuts the dead letter out, whose first own headers are the record's, until its
+// record batch takes at most limit bytes (0: no limit), saying what it cut in headers (see
+// HeaderTruncated).
+func fitDeadLetter(out *changelog.OutputRecord, own, limit int) {
+	over := func() int {
+		hb := 0
+		for _, h := range out.Headers {
+			hb += recordbatch.Header(len(h.Key), len(h.Value))
+		}
+		return recordbatch.Size(len(out.Key), len(out.Value), len(out.Headers), hb) - limit
+	}
+	if limit <= 0 || over() <= 0 {
+		return
+	}
+	note := func(key string, n int) {
+		out.Headers = append(out.Headers, changelog.Header{Key: key, Value: []byte(strconv.Itoa(n))})
+	}
+	cut := func(b []byte) []byte { return b[:max(len(b)-over(), 0)] } // cutting n bytes saves at least n
+	note(HeaderTruncated, len(out.Value))
+	if out.Value = cut(out.Value); over() <= 0 {
+		return
+	}
+	if own > 0 {
+		note(HeaderDroppedHeaders, own)
+		if out.Headers = out.Headers[own:]; over() <= 0 {
+			return
+		}
+	}
+	note(HeaderKeyTruncated, len(out.Key))
+	if out.Key = cut(out.Key); over() <= 0 {
+		return
+	}
+	for i := range out.Headers {
+		if out.Headers[i].Key == HeaderError {
+			out.Headers[i].Value = cut(out.Headers[i].Value)
+		}
+	}
 }

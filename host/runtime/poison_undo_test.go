@@ -43,7 +43,7 @@ func TestUndoOfClosedWindowFails(t *testing.T) {
 	}
 
 	g := newPoisonGuard(&task{})
-	g.begin()
+	g.begin(nil)
 	// The poison record: its timestamp closes window t0 and session [t0, t0]; it deletes them
 	// (a delete of a closed window is allowed), then fails.
 	st.ObserveTime(t0 + 2*hour)
@@ -62,7 +62,7 @@ func TestUndoOfClosedWindowFails(t *testing.T) {
 
 	// The window alone.
 	g = newPoisonGuard(&task{})
-	g.begin()
+	g.begin(nil)
 	st.ObserveTime(t0 + 3*hour)
 	if _, err := ws.Put([]byte("b"), t0+3*hour, []byte("2")); err != nil {
 		t.Fatal(err)

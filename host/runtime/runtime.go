@@ -138,6 +138,9 @@ type processor struct {
 	partitions int32
 	stores     []changelog.StoreSpec
 
+	storeLimits  map[string]int // logged store -> the limit of its changelog records (limits.go)
+	outputLimits []int          // the limit of the records of each output, as cfg.Outputs
+
 	version   ModuleVersion  // mod's
 	previous  *ModuleVersion // the module before the last deploy, nil before any
 	prevMod   *engine.Module // previous's module, while a switch may go back to it
@@ -156,6 +159,7 @@ type Runtime struct {
 	procs    []*processor
 	readers  map[string][]*processor // input topic -> the processors that read it
 	outParts map[string]int32        // output topic -> its partition count
+	limits   map[string]int          // produced topic -> the largest record batch of a record (limits.go)
 
 	admCl     *kgo.Client // admin requests
 	adm       *kadm.Client
@@ -279,6 +283,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if err := r.setupTopics(ctx); err != nil {
 		return nil, err
 	}
+	r.learnLimits(ctx)
 	return r, nil
 }
 

@@ -151,6 +151,7 @@ func (t *task) engineTask() engine.Task {
 		t.waits = &engine.HostWaits{}
 	}
 	t.cl.SetWaitHook(t.waits)
+	t.cl.SetSource(taskSource{t.waits}) // a refused record's error names its input (source.go)
 	et := engine.Task{
 		Processor: t.id.proc,
 		Partition: t.id.part,
@@ -162,6 +163,10 @@ func (t *task) engineTask() engine.Task {
 		Emitter:   emitter{t},
 		Logger:    t.rt.opts.Logger,
 		Waits:     t.waits,
+		// Size limits (limits.go) and the emit budget.
+		StoreLimits:  t.proc.storeLimits,
+		OutputLimits: t.proc.outputLimits,
+		EmitBudget:   t.proc.cfg.EmitBudget,
 	}
 	et.LogLimiter = &t.logs
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
@@ -303,12 +308,13 @@ func (e emitter) Emit(ctx context.Context, rec engine.OutputRecord) error {
 	if g := e.t.guard; g != nil && g.active {
 		return g.emit(ctx, rec) // held back until the record is done (poison.go)
 	}
-	return e.t.output(ctx, rec)
+	return e.t.output(ctx, rec, changelog.Input{})
 }
 
-// output produces an emitted record to its output topic, partitioned by key. It waits while
-// the producer is full, until there is room, ctx ends, or the producer's wait limit passes.
-func (t *task) output(ctx context.Context, rec engine.OutputRecord) error {
+// output produces an emitted record to its output topic, partitioned by key; in names its
+// input record, zero: the one the guest works on. It waits while the producer is full, until
+// there is room, ctx ends, or the producer's wait limit passes.
+func (t *task) output(ctx context.Context, rec engine.OutputRecord, in changelog.Input) error {
 	n, ok := t.rt.outParts[rec.Topic]
 	if !ok {
 		return fmt.Errorf("output topic %s is unknown", rec.Topic)
@@ -319,6 +325,7 @@ func (t *task) output(ctx context.Context, rec engine.OutputRecord) error {
 		Key:       rec.Key,
 		Value:     rec.Value,
 		Timestamp: rec.Timestamp,
+		Input:     in,
 	}
 	if len(rec.Headers) > 0 {
 		out.Headers = make([]changelog.Header, len(rec.Headers))
