@@ -146,10 +146,15 @@ func (r *Runtime) collectJobs() error {
 // the tasks that are really slow. It returns the first failure of a job. The caller holds
 // r.mu.
 func (r *Runtime) settleJobs() error {
+	return r.settle(nil)
+}
+
+// settle is settleJobs over the tasks for which only returns true (all when only is nil).
+func (r *Runtime) settle(only func(*task) bool) error {
 	limit := r.slowJob()
 	for _, t := range r.tasks {
 		j := t.job
-		if j == nil {
+		if j == nil || only != nil && !only(t) {
 			continue
 		}
 		if left := limit - time.Since(j.started); left > 0 {
@@ -165,6 +170,25 @@ func (r *Runtime) settleJobs() error {
 		}
 	}
 	return nil
+}
+
+// youngJobsUntil reports whether jobs run that started less than slowJob ago, and how long
+// until the youngest of them has run that long. The caller holds no lock.
+func (r *Runtime) youngJobsUntil() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	limit := r.slowJob()
+	var until time.Duration
+	found := false
+	for _, t := range r.tasks {
+		if t.job == nil {
+			continue
+		}
+		if left := limit - time.Since(t.job.started); left > 0 && (!found || left > until) {
+			until, found = left, true
+		}
+	}
+	return until, found
 }
 
 // owedEnded reports whether a task left out of the last commit (it was busy) has ended its

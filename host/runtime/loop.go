@@ -115,20 +115,32 @@ func (r *Runtime) allowRebalance() {
 func (r *Runtime) rebalanceWaits() bool { return r.txn != nil && r.txn.blocked.Load() }
 
 // poll waits at most wait for records. An assignment wakes it early, so that new tasks start
-// restoring at once, and so does the end of a job (jobEnded).
+// restoring at once, and so does the end of a job (jobEnded). While jobs of normal length run
+// it does not poll until one ends (or runs long: slowJob): franz-go fetches ahead meanwhile,
+// and the next poll hands that fetch to every task at once, as a loop that waited for its
+// batches did; polling in between would hand the busy tasks' records out one small fetch at a
+// time.
 func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
-	if wait < 10*time.Millisecond {
-		wait = 10 * time.Millisecond
+	wait = max(wait, 10*time.Millisecond)
+	if until, ok := r.youngJobsUntil(); ok && until < wait {
+		r.sleep(ctx, until)
+		wait = time.Millisecond // what franz-go fetched meanwhile
+	} else if ok {
+		r.sleep(ctx, wait)
+		wait = time.Millisecond
+	}
+	r.wakeMu.Lock()
+	switch {
+	case r.wake || r.fatal != nil:
+		// An assignment arrived since the last round: restore first.
+		r.wake = false
+		r.wakeMu.Unlock()
+		return kgo.Fetches{}
+	case len(r.ended) > 0:
+		wait = time.Millisecond // take what is buffered, then the ended jobs
 	}
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	r.wakeMu.Lock()
-	if r.wake || r.fatal != nil || len(r.ended) > 0 {
-		// An assignment arrived since the last round (restore first), or a job ended (take
-		// it in first).
-		r.wake = false
-		cancel()
-	}
 	r.pollCancel = cancel
 	r.wakeMu.Unlock()
 	fetches := r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
@@ -136,6 +148,23 @@ func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	r.pollCancel = nil
 	r.wakeMu.Unlock()
 	return fetches
+}
+
+// sleep waits for d, or until a job ends, a group event arrives, the runtime fails or ctx
+// ends (the wakes of a poll).
+func (r *Runtime) sleep(ctx context.Context, d time.Duration) {
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	r.wakeMu.Lock()
+	if r.wake || r.fatal != nil || len(r.ended) > 0 {
+		cancel()
+	}
+	r.pollCancel = cancel
+	r.wakeMu.Unlock()
+	<-sctx.Done()
+	r.wakeMu.Lock()
+	r.pollCancel = nil
+	r.wakeMu.Unlock()
 }
 
 // handleFetches takes in the jobs that ended, then hands a poll's records to their tasks:

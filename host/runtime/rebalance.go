@@ -88,7 +88,14 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	r.drainInbox()
 	ctx, cancel := context.WithTimeout(ctx, revocationTimeout)
 	defer cancel()
-	if err := r.commitLocked(ctx, "revocation", func(t *task) bool { return readsAny(t, revoked) }); err != nil {
+	// The revoked tasks' jobs of normal length end and commit with them (a job that ended is
+	// taken in: its records are flushed, and a close without its commit would process them
+	// twice); a slow one is stopped when its task closes, its records still queued.
+	revokedTask := func(t *task) bool { return readsAny(t, revoked) }
+	if err := r.settle(revokedTask); err != nil {
+		r.setFatal(err)
+	}
+	if err := r.commitLocked(ctx, "revocation", revokedTask); err != nil {
 		r.setFatal(err)
 	}
 	r.unassign(cl, revoked)
