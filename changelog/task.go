@@ -272,17 +272,11 @@ func (t *Task) Output(ctx context.Context, r OutputRecord) error {
 // produced, until then (a commit flushes them too).
 func (t *Task) Flush() { t.tr.flush() }
 
-// HandedOver returns when records of the task were first handed to the producer client since
-// its last Prepare (by a Flush, or by a write or Output that found no room and flushed the
-// queue to wait for some), and whether they were. Under exactly-once such records are in the
-// open transaction, whose commit must then include the task. Safe to call from any goroutine.
-func (t *Task) HandedOver() (time.Time, bool) {
-	ns := t.tr.handedOver.Load()
-	if ns == 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(0, ns), true
-}
+// HandOvers counts the times records of the task were handed to the producer client: by a
+// Flush, or by a write or Output that found no room and flushed the queue to wait for some.
+// Under exactly-once such records are in the open transaction, so a commit must include
+// what produced them. Safe to call from any goroutine.
+func (t *Task) HandOvers() uint64 { return t.tr.handOvers.Load() }
 
 // HasWork reports whether the task has anything to commit: uncommitted writes, or records
 // produced since its last commit.
@@ -344,7 +338,6 @@ func (t *Task) Prepare(ctx context.Context) (Prepared, error) {
 	if err := t.tr.wait(ctx); err != nil {
 		return Prepared{}, t.fail(err)
 	}
-	t.tr.handedOver.Store(0)
 	cps := make(map[string]int64)
 	for i, ls := range t.logged {
 		if o, ok := t.logs[i].take(); ok {

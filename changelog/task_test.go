@@ -124,16 +124,16 @@ func TestInFlightRecordsOfClosedTask(t *testing.T) {
 }
 
 // TestHoldHandOvers checks that a task's queued records reach the client only while the
-// producer's hand-overs are not held, and that HandedOver tells when they did, until the next
-// Prepare.
+// producer's hand-overs are not held, and that HandOvers counts the flushes that handed
+// records over.
 func TestHoldHandOvers(t *testing.T) {
 	e := newEnv(t, 3)
 	task := e.open(t, 0, StoreSpec{Name: "kv"})
 	if err := task.Store("kv").Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := task.HandedOver(); ok {
-		t.Fatal("HandedOver before any flush")
+	if n := task.HandOvers(); n != 0 {
+		t.Fatalf("HandOvers before any flush: %d", n)
 	}
 	release := e.prod.HoldHandOvers()
 	flushed := make(chan struct{})
@@ -148,22 +148,19 @@ func TestHoldHandOvers(t *testing.T) {
 		t.Fatal("Flush handed records over while hand-overs were held")
 	case <-time.After(50 * time.Millisecond):
 	}
-	if _, ok := task.HandedOver(); ok {
-		t.Fatal("HandedOver while the flush waits")
+	if n := task.HandOvers(); n != 0 {
+		t.Fatalf("HandOvers while the flush waits: %d", n)
 	}
 	release()
 	<-flushed
-	if _, ok := task.HandedOver(); !ok {
-		t.Fatal("HandedOver false after the flush")
+	if n := task.HandOvers(); n != 1 {
+		t.Fatalf("HandOvers after the flush: %d, want 1", n)
 	}
+	task.Flush() // nothing queued: nothing handed over
 	if _, err := task.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := task.HandedOver(); ok {
-		t.Fatal("HandedOver after Prepare")
-	}
-	task.Flush() // nothing queued: nothing handed over
-	if _, ok := task.HandedOver(); ok {
-		t.Fatal("HandedOver after an empty flush")
+	if n := task.HandOvers(); n != 1 {
+		t.Fatalf("HandOvers after an empty flush and a Prepare with nothing queued: %d, want 1", n)
 	}
 }

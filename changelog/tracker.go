@@ -39,7 +39,7 @@ type tracker struct {
 	dirty   bool                     // records were produced since the last wait (the task's goroutine only)
 
 	pending    atomic.Int64 // records queued or in flight: not yet acknowledged or failed
-	handedOver atomic.Int64 // when records were first handed to the client since the last Task.Prepare (UnixNano); 0: not yet
+	handOvers  atomic.Uint64 // flushes that handed records to the client, ever
 
 	mu   sync.Mutex
 	idle chan struct{} // made by a waiting wait; closed by the promise that brings pending to 0
@@ -134,9 +134,7 @@ func (t *tracker) flush() {
 		return
 	}
 	t.p.handOvers.RLock()
-	if t.handedOver.Load() == 0 {
-		t.handedOver.Store(time.Now().UnixNano())
-	}
+	t.handOvers.Add(1)
 	for i, q := range t.queue {
 		t.p.cl.Produce(context.Background(), q.r, q.promise)
 		t.queue[i] = queued{}

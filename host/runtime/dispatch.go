@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/host/engine"
 )
 
@@ -51,7 +52,16 @@ type job struct {
 	// touched is the task's touched before a punctuation job: such a job leaves the task
 	// touched only if it wrote, emitted or failed.
 	touched bool
+	// cl and handOvers: the task's changelog task and its HandOvers when the job started
+	// (handedOver).
+	cl        *changelog.Task
+	handOvers uint64
 }
+
+// handedOver reports whether the running job has handed records of its own to the producer
+// client (a write or emit that found no room flushes its task's queue), or is handing its
+// records over as it ends: under exactly-once they are then in the open transaction.
+func (j *job) handedOver() bool { return j.cl.HandOvers() != j.handOvers }
 
 // slowJob is how long a job may run before it gives up its place among the workers: about a
 // commit interval, between 100ms and 1s.
@@ -66,7 +76,8 @@ func (t *task) busy() bool { return t.job != nil }
 // caller holds r.mu; t is not busy.
 func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
 	ctx, cancel := context.WithCancel(r.work)
-	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched, started: time.Now()}
+	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched, started: time.Now(),
+		cl: t.cl, handOvers: t.cl.HandOvers()}
 	t.job = j
 	for _, kr := range recs { // each input's records are in offset order
 		if t.first == nil {
@@ -378,6 +389,21 @@ func isCanceled(err error) bool {
 // r.mu.
 func (t *task) committed() {
 	t.first, t.last = nil, nil
+}
+
+// committedEnded forgets what the ended jobs of t, which is busy, processed: a commit took
+// them (commitTxnLocked); the first records of t are now those of its running job. The caller
+// holds r.mu.
+func (t *task) committedEnded() {
+	t.last, t.first = nil, nil
+	for _, kr := range t.job.recs {
+		if t.first == nil {
+			t.first = make(map[string]*kgo.Record)
+		}
+		if t.first[kr.Topic] == nil {
+			t.first[kr.Topic] = kr
+		}
+	}
 }
 
 // commitOffsets returns the offsets to commit for the input partitions that the tasks in

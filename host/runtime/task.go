@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,16 +131,21 @@ func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Ins
 	return inst, nil
 }
 
-// flush hands what the task's last plugin call wrote and emitted to the producer client, under
-// at-least-once. Records are queued during a plugin call (changelog.Task.Flush); under
-// exactly-once they stay queued until the task's commit (changelog.Task.Prepare hands them
-// over): a task's records then reach the open transaction only within a commit that includes
-// the task, so a task that is busy at a commit is simply left out of it, and no transaction
-// stays open on the broker between commits, however long a plugin call runs.
+// flush hands what the task's last plugin call wrote and emitted to the producer client.
+// Records are queued during a plugin call (changelog.Task.Flush), so a call that runs on has
+// nothing in the open transaction (commitTxnLocked). Under exactly-once a task with a
+// coalescing store keeps its records queued until its commit (changelog.Task.Prepare hands
+// them over): its cache holds writes its changelog lacks until then, so its records could not
+// be committed without its Prepare, which waits for its job.
 func (t *task) flush() {
-	if t.rt.txn == nil {
+	if t.rt.txn == nil || !t.coalesces() {
 		t.cl.Flush()
 	}
+}
+
+// coalesces reports whether one of the task's logged stores coalesces its writes.
+func (t *task) coalesces() bool {
+	return slices.ContainsFunc(t.proc.stores, func(s changelog.StoreSpec) bool { return s.Coalesce && !s.LoggingDisabled })
 }
 
 // engineTask describes the task to the engine: its stores, outputs and stream time, and the

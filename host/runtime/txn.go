@@ -198,12 +198,17 @@ func (r *Runtime) openWork() bool {
 // transaction, then the tasks apply their stores and checkpoints. An aborted transaction
 // revives its tasks. The caller holds r.mu.
 //
-// A busy task is left out: its records are still queued (task.flush), and the offsets of
-// the partitions it reads stop at its first uncommitted record (commitOffsets, offsetsFn).
-// Only a busy task whose records reached the client anyway (a write or emit that waited for
-// room hands the queue over: changelog.Task.HandedOver) is in the transaction: the commit
-// then waits for its job. The hand-overs are held while the transaction ends, so that none
-// slips in after the check.
+// A busy task does not hold the commit back (decision note 20261201_task_jobs.md): what its
+// running job writes and emits is still queued in it, so the transaction holds only the
+// records of its jobs that ended, handed over at their ends (task.flush). The commit
+// includes those, with the input offsets up to its last ended job, and leaves its Prepare and
+// Apply to a later commit (its store then applies with that commit's checkpoints; a crash
+// before replays the committed changelog tail). A task with a coalescing store hands nothing
+// over before its Prepare (its cache holds writes the changelog lacks), so when busy it is
+// left out whole. Only a running job that handed records over itself (a write or emit that
+// found no room flushes the queue: changelog.Task.HandOvers) puts unfinished work in the
+// transaction: the commit then waits for that job (waitInTxn). Hand-overs are held while the
+// transaction ends, so that none slips in after these checks.
 func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	var touched []*task
 	for _, t := range r.tasks {
@@ -232,11 +237,12 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	var (
 		mu       sync.Mutex
 		prepared = make(map[*task]changelog.Prepared, len(touched))
-		commit   []*task
+		commit   []*task // prepared: they apply once the transaction commits
+		partial  []*task // busy: their ended jobs commit now, their stores apply later
 		release  func()
 	)
-	// Tasks that are not busy are prepared first: their records, queued until now, take
-	// places in the producer that a busy task waiting for room may need.
+	// Tasks that are not busy are prepared first: their records may take places in the
+	// producer that a busy task waiting for room needs.
 	for release == nil {
 		var ready, inTxn []*task
 		for _, t := range touched {
@@ -244,10 +250,8 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 			case done:
 			case !t.busy():
 				ready = append(ready, t)
-			default:
-				if _, ok := t.cl.HandedOver(); ok {
-					inTxn = append(inTxn, t)
-				}
+			case t.job.handedOver():
+				inTxn = append(inTxn, t)
 			}
 		}
 		err := r.forEachTask(ready, func(t *task) error {
@@ -280,14 +284,18 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 			continue
 		}
 		release = r.producer.HoldHandOvers()
+		partial = partial[:0]
 		for _, t := range touched {
 			if _, done := prepared[t]; done {
 				continue
 			}
-			if _, ok := t.cl.HandedOver(); ok {
-				release() // it handed records over before the hold: wait for it
+			if t.job.handedOver() {
+				release() // its job handed records over before the hold: wait for it
 				release = nil
 				break
+			}
+			if !t.coalesces() && t.last != nil {
+				partial = append(partial, t)
 			}
 		}
 	}
@@ -300,7 +308,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		}
 	}
 	defer unhold()
-	if len(commit) == 0 {
+	if len(commit)+len(partial) == 0 {
 		return nil // only busy tasks worked: nothing of theirs is in the transaction yet
 	}
 	if err := r.checkMembership(ctx); err != nil {
@@ -309,8 +317,9 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		unhold()
 		return r.abortLocked(why, err, !isFenced(err))
 	}
-	offsets := r.commitOffsets(commit)
-	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit, r.offsetsFn(commit))
+	committing := append(slices.Clip(commit), partial...)
+	offsets := r.commitOffsets(committing)
+	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit, r.offsetsFn(committing))
 	if err != nil || !committed {
 		unhold()
 	}
@@ -340,29 +349,37 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		t.touched = false
 		t.committed()
 	}
+	for _, t := range partial {
+		t.committedEnded() // still touched: its Prepare and Apply come with a later commit
+	}
 	if err != nil {
+		unhold()
 		return err
 	}
 	r.purge(offsets)
-	r.log.Debug("committed", "reason", why, "tasks", len(commit), "partitions", len(offsets), "duration", time.Since(start))
-	return r.beginLocked(why)
+	r.log.Debug("committed", "reason", why, "tasks", len(commit), "busy_tasks", len(partial), "partitions", len(offsets), "duration", time.Since(start))
+	if err := r.txn.sess.Begin(); err != nil {
+		unhold() // the reset stops the jobs, which may wait for the hold
+		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
+	}
+	r.txn.begun = time.Now()
+	return nil
 }
 
-// waitInTxn waits for the jobs of busy tasks whose records are in the open transaction, and
-// takes their results in. The broker aborts a transaction that stays open past its timeout:
-// a job that has not ended two thirds of the timeout after its task's first hand-over makes
-// waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the transaction,
-// which stops it). The caller holds r.mu.
+// waitInTxn waits for the jobs of busy tasks that handed records of their own to the open
+// transaction, and takes their results in. The broker aborts a transaction that stays open
+// past its timeout: a job that has not ended two thirds of the timeout after the transaction
+// began makes waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the
+// transaction, which stops it). The caller holds r.mu.
 func (r *Runtime) waitInTxn(tasks []*task) error {
 	limit := transactionTimeout(r.cfg.CommitInterval) * 2 / 3
 	for _, t := range tasks {
-		at, _ := t.cl.HandedOver()
-		timer := time.NewTimer(time.Until(at.Add(limit)))
+		timer := time.NewTimer(time.Until(r.txn.begun.Add(limit)))
 		select {
 		case <-t.job.done:
 			timer.Stop()
 		case <-timer.C:
-			return &stuckInTxnError{task: t.id, since: at, limit: limit}
+			return &stuckInTxnError{task: t.id, since: r.txn.begun, limit: limit}
 		}
 		if err := r.finishJob(t); err != nil {
 			return err
@@ -371,8 +388,8 @@ func (r *Runtime) waitInTxn(tasks []*task) error {
 	return nil
 }
 
-// stuckInTxnError: a task handed records to the open transaction, then its plugin call ran
-// on until the transaction neared the broker's timeout.
+// stuckInTxnError: a task's running plugin call handed records to the open transaction, then
+// ran on until the transaction neared the broker's timeout.
 type stuckInTxnError struct {
 	task  taskID
 	since time.Time
@@ -380,8 +397,8 @@ type stuckInTxnError struct {
 }
 
 func (e *stuckInTxnError) Error() string {
-	return fmt.Sprintf("task %s handed records to the open transaction %v ago (its producer had no room), and its plugin call has not ended within %v: the transaction is aborted before the broker's timeout",
-		e.task, time.Since(e.since).Round(time.Millisecond), e.limit)
+	return fmt.Sprintf("task %s handed records of its running plugin call to the transaction (its producer had no room), and the call has not ended %v after the transaction began (%v ago): the transaction is aborted before the broker's timeout",
+		e.task, e.limit, time.Since(e.since).Round(time.Millisecond))
 }
 
 func isStuckInTxn(err error) bool {
