@@ -95,7 +95,20 @@ func TestWaitForRoomTellsHook(t *testing.T) {
 	const held = 400 * time.Millisecond
 	putDone := make(chan error, 1)
 	go func() { putDone <- task.Store("kv").Put([]byte("b"), []byte("2")) }()
-	time.Sleep(held)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _, _ := hook.counts(); b > 0 {
+			break
+		}
+		select {
+		case err := <-putDone:
+			t.Fatalf("a write did not wait for room: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a write into a full producer did not tell the hook of its wait within 20s")
+		}
+	}
+	time.Sleep(held) // the wait goes on until the broker answers, however long that takes
 	if b, en, active := hook.counts(); b != 1 || en != 0 || active != 1 {
 		t.Fatalf("while a write waits for room: %d waits began, %d ended, want 1 and 0", b, en)
 	}

@@ -145,7 +145,8 @@ func TestAdminTokenCommands(t *testing.T) {
 	redirected := 0
 	for k, n := range ref {
 		var r result
-		for range 100 { // a count is read once committed, and once a knows who runs what
+		// A count is read once committed, and once a knows who runs what: retried for a minute.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			if r = runCLI(t.Context(), "", "query", "--config", cfgA, "counts", k); r.code == 0 && r.stdout == strconv.Itoa(n) {
 				break
 			}

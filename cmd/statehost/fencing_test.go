@@ -507,11 +507,19 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		}
 		return out
 	}
+	// Past the timeout, A must report the aborted transaction (checked below), which may come
+	// some time after "partitions lost": wait for that line itself.
+	reported := func(found []fenceLine) bool {
+		if !c.timesOut() {
+			return len(found) > 0
+		}
+		return slices.ContainsFunc(found, func(l fenceLine) bool { return l.Message == "transaction aborted" })
+	}
 	deadline := time.Now().Add(60 * time.Second)
-	for len(fenced()) == 0 && !a.exited() && time.Now().Before(deadline) {
+	for !reported(fenced()) && !a.exited() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // both lines come when both do
+	time.Sleep(time.Second) // both lines come when both do (shown below, not checked)
 	found := fenced()
 	for _, l := range found {
 		mark("A logged %q (%s): reason=%v error=%v partitions=%s action=%q", l.Message, l.Level, l.Reason, l.Error, l.Partitions, l.Action)

@@ -39,6 +39,23 @@ func readPty(master *os.File, buf *syncBuffer) (done chan struct{}) {
 	return done
 }
 
+// pollUntil polls cond every 20ms until it holds; it fails the test after timeout.
+func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+	}
+}
+
+// barsShown reports whether the bars' container of prog exists.
+func barsShown(prog *restoreProgress, ui *barUI) bool {
+	prog.mu.Lock()
+	defer prog.mu.Unlock()
+	return ui.p != nil
+}
+
 // feedRestore sends the events of a restore of n offsets from 0, in batches of batch every
 // pause, to lis.
 func feedRestore(lis restore.Listener, proc, st string, part int32, n, batch int64, pause time.Duration) {
@@ -78,10 +95,13 @@ func TestRestoreProgressBars(t *testing.T) {
 		feedRestore(prog, "count", "counts", 2, 120_000, 4_000, 40*time.Millisecond) // 1.2s
 	}()
 	go feedRestore(prog, "count", "counts", 0, 50, 50, 0) // too short for a bar
-	time.Sleep(700 * time.Millisecond)
+	pollUntil(t, 20*time.Second, "a bar for count/counts p2 on the terminal", func() bool {
+		return strings.Contains(ansi.ReplaceAllString(shown.String(), ""), "count/counts p2")
+	})
 	log.Info("a line while the bars show")
 	<-finished
-	time.Sleep(3 * barDelay) // the container goes at a tick without restores
+	// The container goes at a tick without restores.
+	pollUntil(t, 20*time.Second, "the bars' container gone after the restores ended", func() bool { return !barsShown(prog, ui) })
 	log.Info("a line after the bars")
 	prog.Close()
 	tty.Close()
@@ -119,7 +139,10 @@ func TestRestoreProgressBarsClose(t *testing.T) {
 	prog.OnRestoreStart(restore.StartEvent{Processor: "p", Store: "s", Topic: "t", Partition: 1, StartOffset: 10, EndOffset: 1010})
 	time.Sleep(2 * barDelay)
 	prog.OnBatchRestored(restore.BatchEvent{Processor: "p", Store: "s", Topic: "t", Partition: 1, Records: 500, Offset: 509})
-	time.Sleep(300 * time.Millisecond)
+	pollUntil(t, 20*time.Second, "a bar at 500 of 1000 on the terminal", func() bool {
+		screen := ansi.ReplaceAllString(shown.String(), "")
+		return strings.Contains(screen, "p/s p1") && strings.Contains(screen, "500 of 1000")
+	})
 	stopped := make(chan struct{})
 	go func() {
 		prog.Close()
@@ -153,14 +176,22 @@ func TestRestoreProgressLog(t *testing.T) {
 	prog.setAlive(func(proc string, part int32) bool { return !(revoked.Load() && part == 9) })
 
 	go feedRestore(prog, "count", "counts", 0, 20, 20, 0)
-	feedRestore(prog, "count", "counts", 1, 10_000, 500, 40*time.Millisecond) // 800ms
+	began := time.Now()
+	feedRestore(prog, "count", "counts", 1, 10_000, 500, 40*time.Millisecond) // 800ms, longer on a busy machine
+	took := time.Since(began)
 
 	// A restore that never ends: its task is revoked.
 	prog.OnRestoreStart(restore.StartEvent{Processor: "count", Store: "counts", Topic: "t", Partition: 9, StartOffset: 100, EndOffset: 200})
 	prog.OnBatchRestored(restore.BatchEvent{Processor: "count", Store: "counts", Topic: "t", Partition: 9, Records: 10, Offset: 109})
-	time.Sleep(400 * time.Millisecond)
+	pollUntil(t, 20*time.Second, "a progress line of the restore that stalls", func() bool {
+		return strings.Contains(buf.String(), `"partition":9`)
+	})
 	revoked.Store(true)
-	time.Sleep(staleAfter + 500*time.Millisecond)
+	pollUntil(t, 20*time.Second, "the restore of the revoked task dropped", func() bool {
+		prog.mu.Lock()
+		defer prog.mu.Unlock()
+		return prog.active[restoreKey{"count", "counts", 9}] == nil
+	})
 	before := strings.Count(buf.String(), `"partition":9`)
 	time.Sleep(500 * time.Millisecond)
 	prog.Close()
@@ -196,8 +227,9 @@ func TestRestoreProgressLog(t *testing.T) {
 		}
 		byPart[l.Partition] = append(byPart[l.Partition], l)
 	}
-	if n := len(byPart[1]); n < 2 || n > 8 {
-		t.Errorf("%d progress lines for an 800ms restore at a 150ms interval, want about 5:\n%s", n, buf.String())
+	// At most one line per interval, the first an interval after the start.
+	if n, most := len(byPart[1]), int(took/(150*time.Millisecond)); n < 2 || n > most {
+		t.Errorf("%d progress lines for a restore of %v at a 150ms interval, want 2 to %d:\n%s", n, took, most, buf.String())
 	}
 	for _, l := range byPart[1] {
 		if l.Total != 10_000 || l.Restored <= 0 || l.Restored > l.Total || l.Offset != l.Restored-1 || l.Rate <= 0 ||

@@ -52,7 +52,8 @@ func TestQueryAndStatusCommands(t *testing.T) {
 	}
 	for w, n := range ref {
 		var res result
-		for range 50 { // a count is read once committed
+		// A count is read once committed: retried for a minute (a busy machine commits late).
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			if res = runCLI(t.Context(), "", "query", "--config", cfg, "counts", w); res.code == 0 && res.stdout == strconv.Itoa(n) {
 				break
 			}

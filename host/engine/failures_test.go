@@ -207,11 +207,16 @@ func TestPanicNearMemoryLimit(t *testing.T) {
 }
 
 // blockingEmitter blocks every Emit until its context is done, as a producer under
-// backpressure does.
-type blockingEmitter struct{ calls atomic.Int32 }
+// backpressure does. entered, when set, is called once, as the first Emit begins to block.
+type blockingEmitter struct {
+	calls   atomic.Int32
+	entered func()
+}
 
 func (b *blockingEmitter) Emit(ctx context.Context, _ OutputRecord) error {
-	b.calls.Add(1)
+	if b.calls.Add(1) == 1 && b.entered != nil {
+		b.entered()
+	}
 	<-ctx.Done()
 	return fmt.Errorf("producer buffer full: %w", ctx.Err())
 }
@@ -240,7 +245,7 @@ func TestEmitterContext(t *testing.T) {
 				in := instantiate(t, e, guest, task)
 				ctx, cancel := context.WithCancel(context.Background())
 				if tc.cancel {
-					time.AfterFunc(100*time.Millisecond, cancel)
+					emitter.entered = cancel // cancels the call while it is known to wait in the emit
 				}
 				start := time.Now()
 				err := in.ProcessBatch(ctx, recs("nulls", "x"))
@@ -291,19 +296,39 @@ func TestInstantiateTimeout(t *testing.T) {
 	}
 }
 
-// TestInstanceMisuse checks calls on a closed instance and concurrent calls.
+// TestInstanceMisuse checks calls on a closed instance and concurrent calls. The concurrent
+// calls are made while the first call is known to run: its guest waits in an emit until the
+// test cancels the call (the time limit is off, so only that ends it).
 func TestInstanceMisuse(t *testing.T) {
-	e, _ := testEngine(t, Config{BatchTimeout: 2 * time.Second})
+	e, _ := testEngine(t, Config{BatchTimeout: -1})
 	ctx := context.Background()
-	in := instantiate(t, e, "probe", newRig(t, "s").task("probe", "out"))
-	done := make(chan error)
-	go func() { done <- in.ProcessBatch(ctx, recs("spin 300000000")) }()
-	time.Sleep(50 * time.Millisecond)
+	task := newRig(t, "s").task("probe", "out")
+	blocked := make(chan struct{})
+	task.Emitter = &blockingEmitter{entered: func() { close(blocked) }}
+	in := instantiate(t, e, "probe", task)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- in.ProcessBatch(bctx, recs("nulls")) }()
+	select {
+	case <-blocked:
+	case err := <-done:
+		t.Fatalf("the batch ended (%v) before its guest emitted", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the guest did not emit within a minute")
+	}
 	if err := in.ProcessBatch(ctx, recs("put")); !errors.Is(err, ErrInstanceBusy) {
 		t.Errorf("concurrent ProcessBatch = %v, want ErrInstanceBusy", err)
 	}
-	if err := <-done; err != nil && !errors.Is(err, ErrTimeout) {
-		t.Fatal(err)
+	if err := in.Close(ctx); !errors.Is(err, ErrInstanceBusy) {
+		t.Errorf("Close during ProcessBatch = %v, want ErrInstanceBusy", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		guestError(t, err, ErrCanceled)
+	case <-time.After(time.Minute):
+		t.Fatal("the canceled batch did not return within a minute")
 	}
 	if err := in.Close(ctx); err != nil {
 		t.Fatal(err)

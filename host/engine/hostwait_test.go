@@ -109,7 +109,9 @@ func TestHostWaitsLoopStillStopped(t *testing.T) {
 	if em.waited < em.wait {
 		t.Fatalf("the emit waited %v, want %v", em.waited, em.wait)
 	}
-	if took < em.waited+limit*8/10 || took > em.waited+limit+2*time.Second {
+	// The upper bound is loose for a busy machine; a limit that vanished with the wait would
+	// run to the context's 10s.
+	if took < em.waited+limit*8/10 || took > em.waited+limit+5*time.Second {
 		t.Errorf("stopped after %v: want about the wait (%v) plus the limit (%v)", took, em.waited, limit)
 	}
 }
@@ -136,7 +138,8 @@ func TestHostWaitsCanceled(t *testing.T) {
 		if !errors.Is(err, ErrEmit) || !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: %v: want ErrEmit and context.Canceled in the chain", guest, err)
 		}
-		if took < after || took > after+time.Second {
+		// Loose for a busy machine; a wait the cancellation did not end runs to the emitter's 10s.
+		if took < after || took > after+5*time.Second {
 			t.Errorf("%s: the call ended %v after it began, want soon after the cancellation at %v", guest, took, after)
 		}
 	}
