@@ -48,10 +48,7 @@ const (
 	fencingTxnTimeout = 10 * time.Second
 	// The background producer writes fencingBatch sentences every fencingEvery, round robin
 	// over the 4 partitions of sentences: every task of A has records to process in every
-	// commit interval (100ms), so A commits a transaction with records every 100ms. Its
-	// records reach the transaction only within the commit (they wait in the tasks until
-	// then: docs/decisions/20261201_task_jobs.md), so the transaction is open on the broker
-	// for a few milliseconds of each interval.
+	// commit interval (100ms), so A is practically always inside a transaction with records.
 	fencingBatch = 8
 	fencingEvery = 25 * time.Millisecond
 	// fencingFreezeAttempts is how many times the test tries to freeze A inside a transaction

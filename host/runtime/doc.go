@@ -12,9 +12,9 @@
 // back only its own task. A record emitted to an output topic is partitioned by key with
 // murmur2, as the Java client does (KeyPartition), and produced through the task's
 // changelog.Task, so the next commit waits for it. The task queues what a plugin call writes
-// and emits and, under at-least-once, hands it to the producer client when the call returns
-// (changelog.Task.Flush, after every batch, punctuation and init); under exactly-once it stays
-// queued until the task's commit. An emit that finds the producer full waits for room (not
+// and emits and hands it to the producer client when the call returns (changelog.Task.Flush,
+// after every batch, punctuation and init; under exactly-once a task with a coalescing store
+// keeps it until its commit). An emit that finds the producer full waits for room (not
 // charged to the call's time limit) until the producer's wait limit.
 //
 // # Commits
@@ -30,9 +30,9 @@
 // Under exactly-once the group consumer is also the transactional producer, and a commit is
 // one Kafka transaction: the tasks' records are handed over and acknowledged
 // (changelog.Task.Prepare), the transaction commits with the input offsets, then the tasks
-// apply their stores (changelog.Task.Apply). A busy task has nothing in it and waits for the
-// next commit. An aborted transaction revives its tasks. See txn.go and the decision note
-// 20261201_task_jobs.md.
+// apply their stores (changelog.Task.Apply). A busy task's ended jobs commit with it, and its
+// store applies with a later commit. An aborted transaction revives its tasks. See txn.go and
+// the decision note 20261201_task_jobs.md.
 //
 // # Rebalances
 //
