@@ -265,24 +265,42 @@ func waitSeen(t *testing.T, p *appProcess, s *firstSeen, timeout time.Duration, 
 // A record loops in p1 while p2 processes it and the records after it, and p2's task
 // commits. The partition's committed offset must not pass the looping record until p1 has
 // committed past it: the test SIGKILLs the instance while the record loops, and the restarted
-// instance must still process the records behind it for p1 (at-least-once: p2 may count some
-// twice).
+// instance must still process the records behind it for p1. Under exactly-once every record
+// is counted once by each processor (p1's ended jobs before the looping record may have been
+// committed while it looped); at-least-once may count some twice in p2. (Under exactly-once
+// the two tasks take the partition's records together, so p2 waits for p1 meanwhile.)
 func TestSharedPartitionOffsets(t *testing.T) {
 	bin := buildBinary(t)
+	for _, guarantee := range []string{"at_least_once", "exactly_once"} {
+		t.Run(guarantee, func(t *testing.T) {
+			t.Parallel()
+			sharedPartitionOffsets(t, bin, guarantee)
+		})
+	}
+}
+
+func sharedPartitionOffsets(t *testing.T, bin, guarantee string) {
 	dir := t.TempDir()
 	br := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
 	createTopics(t, br.addr, map[string]int{"in": 1, "out1": 1, "out2": 1})
-	app := &hostileApp{commitInterval: 500 * time.Millisecond, procs: []hostileProc{
+	app := &hostileApp{guarantee: guarantee, commitInterval: 500 * time.Millisecond, procs: []hostileProc{
 		{name: "p1", input: "in", output: "out1", onError: "skip"},
 		{name: "p2", input: "in", output: "out2", module: buildModules(t)["count"], store: "counts"},
 	}}
 	cfg := app.write(t, dir, br.addr)
 	p := startApp(t, bin, cfg, "app")
-	produceKeyed(t, br.addr, "in", keyed{"k1", "", 0}, keyed{"k2", "", 0}, keyed{"bad", "loop", 0},
-		keyed{"k3", "", 0}, keyed{"k4", "", 0})
 	seen := followFirstSeen(t, br.addr, "out1", "out2")
-	waitSeen(t, p, seen, 60*time.Second, "out1/k1", "out1/k2", "out2/k1", "out2/k2", "out2/bad", "out2/k3", "out2/k4")
-	// p2 has processed everything; let it commit a few times while p1's record loops.
+	produceKeyed(t, br.addr, "in", keyed{"k1", "", 0}, keyed{"k2", "", 0})
+	waitSeen(t, p, seen, 60*time.Second, "out1/k1", "out1/k2", "out2/k1", "out2/k2")
+	produceKeyed(t, br.addr, "in", keyed{"bad", "loop", 0}, keyed{"k3", "", 0}, keyed{"k4", "", 0})
+	if guarantee == "at_least_once" {
+		// p2 processes everything; let it commit a few times while p1's record loops. (Under
+		// exactly-once the tasks of a shared partition take its records together, and commit
+		// only together: p2's outputs wait for p1.)
+		waitSeen(t, p, seen, 60*time.Second, "out2/bad", "out2/k3", "out2/k4")
+	} else {
+		time.Sleep(time.Second) // the record loops; both tasks have it
+	}
 	cl := newKafkaClient(t, br.addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -313,19 +331,90 @@ func TestSharedPartitionOffsets(t *testing.T) {
 			t.Fatal("p1 processed k3 while the record before it looped")
 		}
 	}
+	if checked == 0 {
+		t.Fatal("the record was dropped before the committed offsets could be checked while it looped")
+	}
 	p.stop(t, syscall.SIGKILL)
 	t.Logf("committed offsets checked %d times while the record looped", checked)
 
 	p = startApp(t, bin, cfg, "app-restarted")
 	waitSeen(t, p, seen, 90*time.Second, "out1/k3", "out1/k4")
 	stopClean(t, p)
-	hist := topictest.Histories(t, []string{br.addr}, "out1")
+	out1 := topictest.Histories(t, []string{br.addr}, "out1")
+	out2 := topictest.Histories(t, []string{br.addr}, "out2")
 	for _, k := range []string{"k1", "k2", "k3", "k4"} {
-		if len(hist[k]) == 0 {
+		if len(out1[k]) == 0 {
 			t.Errorf("p1 never counted %s", k)
 		}
+		if guarantee == "exactly_once" && (!slices.Equal(out1[k], []string{"1"}) || !slices.Equal(out2[k], []string{"1"})) {
+			t.Errorf("%s: p1 counted %v, p2 %v; want [1] each", k, out1[k], out2[k])
+		}
 	}
-	if len(hist["bad"]) > 0 {
-		t.Errorf("p1 emitted for the looping record: %v", hist["bad"])
+	if len(out1["bad"]) > 0 {
+		t.Errorf("p1 emitted for the looping record: %v", out1["bad"])
 	}
+	if guarantee == "exactly_once" && !slices.Equal(out2["bad"], []string{"1"}) {
+		t.Errorf("bad: p2 counted %v, want [1]", out2["bad"])
+	}
+}
+
+// TestBusyTaskKilledExactlyOnce: under exactly-once, the commits made while a task's record
+// loops take what the task's ended jobs did (a record just before the looping one comes out
+// meanwhile), its store applying later. The test SIGKILLs the instance while the record
+// loops: the restarted instance must count every record once, the one before the looping
+// record included (its count is in the committed changelog, not yet in the store).
+func TestBusyTaskKilledExactlyOnce(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	br := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	createTopics(t, br.addr, map[string]int{"in": 1, "out": 1})
+	app := &hostileApp{guarantee: "exactly_once", procs: []hostileProc{{name: "p1", input: "in", output: "out", onError: "skip"}}}
+	cfg := app.write(t, dir, br.addr)
+	p := startApp(t, bin, cfg, "app")
+	seen := followFirstSeen(t, br.addr, "out")
+	produceKeyed(t, br.addr, "in", keyed{"k", "", 0})
+	waitSeen(t, p, seen, 60*time.Second, "out/k")
+	// Two produces: most likely two polls, so that the record before the looping one ends a
+	// job of its own.
+	produceKeyed(t, br.addr, "in", keyed{"k", "", 0})
+	produceKeyed(t, br.addr, "in", keyed{"bad", "loop", 0}, keyed{"k", "", 0})
+	looping := func() bool {
+		n, err := metricSum(app.admin, "statehost_records_skipped_total", "processor", "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		hist := topictest.Histories(t, []string{br.addr}, "out")
+		if !looping() {
+			t.Fatal("the record was dropped before the test could kill the instance while it looped")
+		}
+		if slices.Equal(hist["k"], []string{"1", "2"}) {
+			break // the record before the looping one came out while it loops
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the count of the record before the looping one did not come out while it looped: %v", hist["k"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.stop(t, syscall.SIGKILL)
+
+	p = startApp(t, bin, cfg, "app-restarted")
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		hist := topictest.Histories(t, []string{br.addr}, "out")
+		if len(hist["k"]) >= 3 {
+			if !slices.Equal(hist["k"], []string{"1", "2", "3"}) || len(hist["bad"]) > 0 {
+				t.Fatalf("outputs %v, want k counted 1, 2, 3 and nothing for the looping record", hist)
+			}
+			break
+		}
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("the restarted instance did not count the record after the looping one (exited %v): %v", p.exited(), hist)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stopClean(t, p)
 }

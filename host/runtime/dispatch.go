@@ -128,8 +128,8 @@ func (r *Runtime) jobEnded(t *task) {
 	r.wakeMu.Unlock()
 }
 
-// collectJobs takes in the ended jobs of the tasks and starts the next job of each task that
-// was handed records meanwhile. It returns the first failure of a job. The caller holds r.mu.
+// collectJobs takes in the ended jobs of the tasks (dispatchHeld starts their next ones). It
+// returns the first failure of a job. The caller holds r.mu.
 func (r *Runtime) collectJobs() error {
 	r.wakeMu.Lock()
 	ended := r.ended
@@ -141,15 +141,61 @@ func (r *Runtime) collectJobs() error {
 			first = err
 		}
 	}
-	if first != nil {
-		return first
+	return first
+}
+
+// dispatchHeld starts a job for each task that holds records and may start one
+// (dispatchable). The caller holds r.mu.
+func (r *Runtime) dispatchHeld() {
+	if r.quiescing() {
+		return
 	}
-	for _, t := range ended {
-		if r.tasks[t.id] == t && !t.busy() && !t.owed && len(t.held) > 0 && !t.failed && !r.quiescing() {
+	for _, t := range r.tasks {
+		if len(t.held) > 0 && r.dispatchable(t) {
 			r.startHeld(t)
 		}
 	}
-	return nil
+}
+
+// dispatchable reports whether t may start a job with the records it holds: it runs, is not
+// busy, failed or owed a commit; and under exactly-once, the other tasks that read a
+// partition it holds records of are not busy either. The tasks that read one partition then
+// take its records together, so that they are at the same record whenever none is busy, which
+// a commit of theirs needs (settled): the partition has one committed offset for them all. The
+// caller holds r.mu.
+func (r *Runtime) dispatchable(t *task) bool {
+	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
+		return false
+	}
+	if r.txn == nil {
+		return true
+	}
+	for topic := range t.held {
+		for _, p := range r.readers[topic] {
+			if u := r.tasks[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// settled reports whether, under exactly-once, t may commit as far as the tasks that read its
+// input partitions with it go: none of them is busy or holds records of such a partition, so
+// that all are at the same record of it (dispatchable). The caller holds r.mu.
+func (r *Runtime) settled(t *task) bool {
+	for _, topic := range t.proc.cfg.Inputs {
+		if !t.shares(topic) {
+			continue
+		}
+		for _, p := range r.readers[topic] {
+			u := r.tasks[taskID{p.cfg.Name, t.id.part}]
+			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // settleJobs, before a commit, takes in the jobs that have ended and waits for those that

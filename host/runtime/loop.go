@@ -168,8 +168,9 @@ func (r *Runtime) sleep(ctx context.Context, d time.Duration) {
 }
 
 // handleFetches takes in the jobs that ended, then hands a poll's records to their tasks:
-// each task that is not busy starts a job with its records, and a busy one holds them for its
-// next job (dispatch.go). It returns the first failure of an ended job.
+// every task holds its records, and each one that may start a job starts one with all it holds
+// (dispatchHeld); a busy one keeps them for its next job. It returns the first failure of an
+// ended job.
 func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 	var fatal error
 	fetches.EachError(func(topic string, part int32, err error) {
@@ -194,10 +195,9 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 		return err
 	}
 	if fetches.Empty() {
+		r.dispatchHeld()
 		return nil
 	}
-	work := make(map[*task][][]*kgo.Record) // per task, one list per input partition
-	var order []*task
 	var missing error
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) == 0 {
@@ -213,22 +213,13 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 					len(fp.Records), fp.Topic, fp.Partition, fp.Records[0].Offset, p.cfg.Name, fp.Partition)
 				continue
 			}
-			if t.busy() || t.owed || r.quiescing() {
-				r.hold(t, fp.Topic, fp.Records)
-				continue
-			}
-			if _, ok := work[t]; !ok {
-				order = append(order, t)
-			}
-			work[t] = append(work[t], fp.Records)
+			r.hold(t, fp.Topic, fp.Records)
 		}
 	})
 	if missing != nil {
 		return missing
 	}
-	for _, t := range order {
-		r.startJob(t, mergeByTimestamp(work[t]))
-	}
+	r.dispatchHeld()
 	return nil
 }
 
@@ -303,12 +294,9 @@ func (r *Runtime) punctuateAll() {
 	if r.quiescing() {
 		return
 	}
+	r.dispatchHeld() // records held while a job ran, a commit was owed or a rebalance waited
 	for _, t := range r.tasks {
-		if t.state != stateRunning || t.busy() || t.owed || t.inst == nil || t.failed {
-			continue
-		}
-		if len(t.held) > 0 {
-			r.startHeld(t) // held while a rebalance waited; the batch punctuates too
+		if t.state != stateRunning || t.busy() || t.owed || t.inst == nil || t.failed || len(t.held) > 0 {
 			continue
 		}
 		t.reportDropped()

@@ -112,6 +112,7 @@ func (t *task) openStores() error {
 func (t *task) startPlugin(ctx context.Context) error {
 	t.touched = true // its init may write; known below
 	inst, err := t.startModule(ctx, t.proc.mod)
+	t.flush() // what its init wrote
 	if err != nil {
 		t.failed = true // its init may have written: nothing of it may be committed
 		return err
@@ -121,10 +122,10 @@ func (t *task) startPlugin(ctx context.Context) error {
 	return nil
 }
 
-// startModule instantiates mod as a plugin instance of the task, over its stores.
+// startModule instantiates mod as a plugin instance of the task, over its stores. What its
+// init writes stays queued: the caller flushes it (a job, at its end: flush).
 func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Instance, error) {
 	inst, err := mod.Instantiate(ctx, t.engineTask())
-	t.flush() // what its init wrote
 	if err != nil {
 		return nil, fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
 	}
@@ -133,15 +134,24 @@ func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Ins
 
 // flush hands what the task's last plugin call wrote and emitted to the producer client.
 // Records are queued during a plugin call (changelog.Task.Flush), so a call that runs on has
-// nothing in the open transaction (commitTxnLocked). Under exactly-once a task with a
-// coalescing store keeps its records queued until its commit (changelog.Task.Prepare hands
-// them over): its cache holds writes its changelog lacks until then, so its records could not
-// be committed without its Prepare, which waits for its job.
+// nothing in the open transaction (commitTxnLocked). Under exactly-once two kinds of tasks
+// keep their records queued until their commit (changelog.Task.Prepare hands them over),
+// because their ended jobs cannot be committed while they (or others) are busy: a task with a
+// coalescing store (its cache holds writes its changelog lacks until then), and a task that
+// shares an input partition with another processor's task (the partition's committed offset
+// cannot pass either's position: they commit only together, settled).
 func (t *task) flush() {
-	if t.rt.txn == nil || !t.coalesces() {
+	if t.rt.txn == nil || !t.coalesces() && !t.shared() {
 		t.cl.Flush()
 	}
 }
+
+// shares reports whether another processor reads the input topic too: its partition has one
+// committed offset for both tasks.
+func (t *task) shares(topic string) bool { return len(t.rt.readers[topic]) > 1 }
+
+// shared reports whether the task shares one of its inputs (shares).
+func (t *task) shared() bool { return slices.ContainsFunc(t.proc.cfg.Inputs, t.shares) }
 
 // coalesces reports whether one of the task's logged stores coalesces its writes.
 func (t *task) coalesces() bool {

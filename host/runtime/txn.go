@@ -71,10 +71,11 @@ type txnState struct {
 	sess *kgo.GroupTransactSession
 	id   string // transactional id
 
-	rebalanced atomic.Bool // a revocation or loss since the last End: the session aborts the next End
-	blocked    atomic.Bool // a rebalance waits for the loop to allow it
-	begun      time.Time   // when the open transaction began (guarded by Runtime.mu)
-	aborts     int         // transactions aborted on an error in a row (guarded by Runtime.mu)
+	rebalanced atomic.Bool    // a revocation or loss since the last End: the session aborts the next End
+	blocked    atomic.Bool    // a rebalance waits for the loop to allow it
+	begun      time.Time      // when the open transaction began (guarded by Runtime.mu)
+	aborts     int            // transactions aborted on an error in a row (guarded by Runtime.mu)
+	stuck      map[taskID]int // transactions aborted in a row for a task's job (waitInTxn), until it commits (guarded by Runtime.mu)
 }
 
 // processID returns the process id kept in the state directory dir, creating it on the first
@@ -126,7 +127,7 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 	id := r.cfg.ApplicationID + "-" + pid
 	// The callbacks of this session's client use st, not r.txn: a reset replaces r.txn while
 	// the old client may still signal.
-	st := &txnState{id: id}
+	st := &txnState{id: id, stuck: map[taskID]int{}}
 	opts = append(append(opts, producerOpts()...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
@@ -205,7 +206,8 @@ func (r *Runtime) openWork() bool {
 // Apply to a later commit (its store then applies with that commit's checkpoints; a crash
 // before replays the committed changelog tail). A task with a coalescing store hands nothing
 // over before its Prepare (its cache holds writes the changelog lacks), so when busy it is
-// left out whole. Only a running job that handed records over itself (a write or emit that
+// left out whole; so is a task that shares an input partition with another processor's task
+// while they are not at the same record (settled). Only a running job that handed records over itself (a write or emit that
 // found no room flushes the queue: changelog.Task.HandOvers) puts unfinished work in the
 // transaction: the commit then waits for that job (waitInTxn). Hand-overs are held while the
 // transaction ends, so that none slips in after these checks.
@@ -248,9 +250,9 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		for _, t := range touched {
 			switch _, done := prepared[t]; {
 			case done:
-			case !t.busy():
+			case !t.busy() && (t.failed || r.settled(t)):
 				ready = append(ready, t)
-			case t.job.handedOver():
+			case t.busy() && t.job.handedOver():
 				inTxn = append(inTxn, t)
 			}
 		}
@@ -276,10 +278,16 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		commit = append(commit, ready...)
 		if len(inTxn) > 0 {
 			if err := r.waitInTxn(inTxn); err != nil {
-				if isStuckInTxn(err) {
-					return r.abortLocked(why, err, true)
+				var stuck *stuckInTxnError
+				if !errors.As(err, &stuck) {
+					return err // a plugin failed: the transaction aborts (shutdown)
 				}
-				return err // a plugin failed: the transaction aborts (shutdown)
+				// Its revival meets the same record again: other commits do not end the run
+				// of aborts it causes.
+				if r.txn.stuck[stuck.task]++; r.txn.stuck[stuck.task] >= maxAbortsInARow {
+					return fmt.Errorf("runtime: %d transactions in a row aborted for task %s (%s): %w", r.txn.stuck[stuck.task], stuck.task, why, err)
+				}
+				return r.abortLocked(why, err, true)
 			}
 			continue
 		}
@@ -289,12 +297,12 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 			if _, done := prepared[t]; done {
 				continue
 			}
-			if t.job.handedOver() {
+			if t.busy() && t.job.handedOver() {
 				release() // its job handed records over before the hold: wait for it
 				release = nil
 				break
 			}
-			if !t.coalesces() && t.last != nil {
+			if t.busy() && !t.coalesces() && !t.shared() && t.last != nil {
 				partial = append(partial, t)
 			}
 		}
@@ -348,6 +356,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	for _, t := range commit {
 		t.touched = false
 		t.committed()
+		delete(r.txn.stuck, t.id)
 	}
 	for _, t := range partial {
 		t.committedEnded() // still touched: its Prepare and Apply come with a later commit
@@ -399,11 +408,6 @@ type stuckInTxnError struct {
 func (e *stuckInTxnError) Error() string {
 	return fmt.Sprintf("task %s handed records of its running plugin call to the transaction (its producer had no room), and the call has not ended %v after the transaction began (%v ago): the transaction is aborted before the broker's timeout",
 		e.task, e.limit, time.Since(e.since).Round(time.Millisecond))
-}
-
-func isStuckInTxn(err error) bool {
-	var e *stuckInTxnError
-	return errors.As(err, &e)
 }
 
 // offsetsFn returns the function that sets the offsets of the transaction's offset commit
