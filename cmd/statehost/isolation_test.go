@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -188,7 +189,17 @@ func loopingRecord(t *testing.T, bin, guarantee, onError string) {
 	if onError == "dead_letter" {
 		recs := topictest.Read(t, []string{br.addr}, "hostile-p1-dlq", true)
 		if len(recs) != 1 || string(recs[0].Key) != "bad" {
-			t.Errorf("dead letters: %d records (%v), want the looping record once", len(recs), recs)
+			t.Fatalf("dead letters: %d records (%v), want the looping record once", len(recs), recs)
+		}
+		// Why, in words: the time limit, not the trap the host's stop makes.
+		var why string
+		for _, h := range recs[0].Headers {
+			if h.Key == "statehost.error" {
+				why = string(h.Value)
+			}
+		}
+		if !strings.Contains(why, "batch time limit") || strings.Contains(why, "unreachable") {
+			t.Errorf("statehost.error of the dead letter: %q, want the batch time limit and no \"unreachable\"", why)
 		}
 	}
 }
