@@ -25,16 +25,19 @@ import (
 // A task with a job is busy: until the job ends, only the job's goroutine touches the task's
 // plugin instance, stores, poison guard and batch. The loop (and whatever holds r.mu) reads
 // only what r.mu guards (state, job, held, first, last, touched, failed), and leaves a busy
-// task out of commits, module switches, punctuations and queries of its memory stores. Records
-// that arrive for a busy task are held (its input partitions are paused meanwhile) and handed
-// to its next job when this one ends.
+// task out of module switches, punctuations and queries of its memory stores; a commit waits
+// for the jobs that started less than slowJob ago (settleJobs), and one left out commits as
+// soon as its job ends (owed). Records that arrive for a busy task are held (its input
+// partitions paused past maxHeld of them) and handed to its next job when this one ends
+// (dispatchHeld). While jobs of normal length run, the loop does not poll (poll): franz-go
+// fetches ahead meanwhile, for every task at once.
 //
 // At most Options.Workers jobs run at once; a job that has run for slowJob gives its place up
 // to the next one (it keeps running): stuck tasks cannot take every worker.
 //
 // Committed offsets follow the slowest reader of each partition (offsetFor): a partition
 // that several processors read is committed up to the first record one of them has not
-// committed yet.
+// committed yet. Under exactly-once such tasks move together (dispatchable, settled).
 //
 // Closing a busy task (revocation, loss, an aborted transaction, a failure elsewhere) cancels
 // its job and waits for it: the guest is stopped at its next loop check, and the task closes
