@@ -40,7 +40,8 @@ var (
 // processes. Never in between, while it waits in the group's JoinGroup: the broker (kfake)
 // arms a member's session timer only when its JoinGroup response is delivered, so a member
 // killed in that window stays in the group for the whole rebalance timeout (60 s) instead of
-// its session timeout, and stalls the next start that long.
+// its session timeout, and stalls the next start that long. An early kill that the app outruns
+// (it logs "running", and joins, before the kill moment) waits for the assignment instead.
 const (
 	crashMinEarly       = 20 * time.Millisecond  // a kill after the start: from
 	crashMaxEarly       = 120 * time.Millisecond // to
@@ -62,6 +63,7 @@ type crashRun struct {
 	n          int
 	tails      map[int32]crashTail // computed just before the start
 	anchor     string              // what killAfter counts from; "" for the final run, stopped with SIGTERM
+	anchorAt   time.Time           // when the anchor was seen
 	killAfter  time.Duration       // the kill's delay after the anchor
 	sinceStart time.Duration       // and after the start
 	committed  int64               // sentences committed by the group after the kill
@@ -120,6 +122,7 @@ func crashLoop(t *testing.T, guarantee string) {
 		runs = append(runs, run)
 		start := time.Now()
 		app := startApp(t, bin, cfg, fmt.Sprintf("run %d", i))
+		run.anchorAt = start
 		switch {
 		case i == 1:
 			// The first start compiles the plugins (seconds on a small machine) into the
@@ -127,21 +130,24 @@ func crashLoop(t *testing.T, guarantee string) {
 			// start compiling again, and killed before it runs anything. The first kill
 			// comes a random moment after every task of the first run runs.
 			app.waitTasks(t, 60*time.Second)
-			run.anchor = "its tasks running"
+			run.anchor, run.anchorAt = "its tasks running", time.Now()
 			run.killAfter = time.Duration(rng.Int64N(int64(crashMaxAfterAssign)))
 		case rng.IntN(4) == 0:
 			run.anchor = "the start"
 			run.killAfter = crashMinEarly + time.Duration(rng.Int64N(int64(crashMaxEarly-crashMinEarly)))
+			// A fast machine loads the plugins sooner than the kill moment: once the app
+			// logs "running" it joins the group, and the kill waits for the assignment
+			// instead (see crashMaxEarly).
+			if crashWaitLine(app, "running", time.Until(start.Add(run.killAfter))) {
+				crashWaitAssigned(t, app, run, rng)
+			}
 		default:
-			// Not in between: see crashMaxEarly.
-			app.waitLog(t, 90*time.Second, "partitions assigned", func() bool { return len(app.logs("partitions assigned")) > 0 })
-			run.anchor = "its partitions assigned"
-			run.killAfter = time.Duration(rng.Int64N(int64(crashMaxAfterAssign)))
+			crashWaitAssigned(t, app, run, rng)
 		}
 		select {
 		case <-app.done:
 			t.Fatalf("%s exited %d by itself, %v before its kill", app.name, app.code, run.killAfter)
-		case <-time.After(run.killAfter):
+		case <-time.After(time.Until(run.anchorAt.Add(run.killAfter))):
 		}
 		run.phase = crashPhase(app)
 		run.sinceStart = time.Since(start)
@@ -182,6 +188,27 @@ func crashLoop(t *testing.T, guarantee string) {
 	// The changelog and the output topic, read_committed once no transaction is open.
 	checkWordCountTopics(t, addr, ref, exact)
 	t.Logf("%s with %d kills and %d sentences took %v", guarantee, kills, n, time.Since(began).Round(time.Millisecond))
+}
+
+// crashWaitAssigned waits for the app's "partitions assigned" line and makes the run's kill
+// come a random moment after it.
+func crashWaitAssigned(t *testing.T, app *appProcess, run *crashRun, rng *rand.Rand) {
+	t.Helper()
+	app.waitLog(t, 90*time.Second, "partitions assigned", func() bool { return len(app.logs("partitions assigned")) > 0 })
+	run.anchor, run.anchorAt = "its partitions assigned", time.Now()
+	run.killAfter = time.Duration(rng.Int64N(int64(crashMaxAfterAssign)))
+}
+
+// crashWaitLine reports whether the app logs msg within d, or has already.
+func crashWaitLine(app *appProcess, msg string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for len(app.logs(msg)) == 0 {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // crashPhase says what the app was doing from its logs: "starting" before its "running" line,
