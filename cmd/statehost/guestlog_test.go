@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
 // maxNoisyStderr is the most the app may write to stderr in TestGuestLogFlood: the guest
@@ -101,4 +106,56 @@ func scrapeCounter(t testing.TB, addr, name, label, value string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestGoCrashOneEntry runs a Go guest (the engine's goprobe) whose record writes 100 lines to
+// stderr and then panics (issue 21, case 7): under on_error = "skip" the app logs the crash
+// dump as one ERROR entry, with the panic and the first lines of the stack, instead of a WARN
+// entry for each of its lines, and goes on with the next record.
+func TestGoCrashOneEntry(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "goprobe.wasm")
+	if err := wasmbuild.Go(t.Context(), filepath.Join("..", "..", "host", "engine", "testdata", "goprobe"), mod); err != nil {
+		t.Fatal(err)
+	}
+	br := startBrokerProcess(t, bin, dir+"/broker")
+	createTopics(t, br.addr, map[string]int{"in": 1, "out": 1})
+	app := hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out", onError: "skip", module: mod, store: "s"}}}
+	p := startApp(t, bin, app.write(t, dir, br.addr), "app")
+	produceKeyed(t, br.addr, "in", keyed{"x", "noisypanic 100", 0}, keyed{"x", "big 7", 0})
+	waitCounts(t, br.addr, "out", map[string]string{"key": "7"})
+
+	var noise, crashes, other int
+	var crash string
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Message string `json:"@message"`
+			Level   string `json:"@level"`
+			Stream  string `json:"stream"`
+			Crash   string `json:"crash"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stream != "stderr" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(e.Message, "goprobe noise line "):
+			noise++
+		case e.Level == "error" && strings.HasPrefix(e.Message, "panic: boom after the noise"):
+			crashes++
+			crash = e.Crash
+		default:
+			other++
+			t.Logf("stderr entry: %s", sc.Bytes())
+		}
+	}
+	if noise != 100 || crashes != 1 || other != 0 {
+		t.Fatalf("guest stderr: %d noise entries, %d crash entries, %d others; want 100, 1 and 0", noise, crashes, other)
+	}
+	if !strings.Contains(crash, "goroutine 1 ") {
+		t.Errorf("crash entry %q: want the first lines of the stack", crash)
+	}
+	stopClean(t, p)
 }
