@@ -61,9 +61,14 @@ func WriteCheckpointFile(path string, entries []CheckpointEntry) error {
 	return nil
 }
 
+// maxCheckpointTopic is the longest topic name a checkpoint file holds: Kafka's limit, far
+// below the 64 KiB line the reader's scanner takes.
+const maxCheckpointTopic = 249
+
 // encodeCheckpointFile returns the text of a checkpoint file of entries, sorted by topic and
-// partition. It refuses what ReadCheckpointFile would not read back: an empty topic or one
-// with white space, a negative partition, two entries for one topic partition.
+// partition. It refuses what ReadCheckpointFile would not read back, or Kafka would not name:
+// an empty topic, one with white space or longer than maxCheckpointTopic, a negative
+// partition, two entries for one topic partition.
 func encodeCheckpointFile(entries []CheckpointEntry) ([]byte, error) {
 	es := append([]CheckpointEntry(nil), entries...)
 	sort.Slice(es, func(i, j int) bool {
@@ -77,6 +82,9 @@ func encodeCheckpointFile(entries []CheckpointEntry) ([]byte, error) {
 	for i, e := range es {
 		if e.Topic == "" || strings.IndexFunc(e.Topic, unicode.IsSpace) >= 0 {
 			return nil, fmt.Errorf("invalid topic name %q", e.Topic)
+		}
+		if len(e.Topic) > maxCheckpointTopic {
+			return nil, fmt.Errorf("topic name of %d bytes (%.20q...): longer than Kafka's %d", len(e.Topic), e.Topic, maxCheckpointTopic)
 		}
 		if e.Partition < 0 {
 			return nil, fmt.Errorf("topic %s: negative partition %d", e.Topic, e.Partition)

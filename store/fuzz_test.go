@@ -163,13 +163,13 @@ func FuzzCheckpointFile(f *testing.F) {
 	})
 }
 
-// validEntries is what a checkpoint file can hold: topics not empty and without white
-// space, partitions >= 0, one entry per topic partition.
+// validEntries is what a checkpoint file can hold: topics not empty, without white space and
+// at most maxCheckpointTopic bytes, partitions >= 0, one entry per topic partition.
 func validEntries(es []CheckpointEntry) bool {
 	seen := map[CheckpointEntry]bool{}
 	for _, e := range es {
 		tp := CheckpointEntry{Topic: e.Topic, Partition: e.Partition}
-		if e.Topic == "" || len(strings.Fields(e.Topic)) != 1 || strings.Fields(e.Topic)[0] != e.Topic || e.Partition < 0 || seen[tp] {
+		if e.Topic == "" || len(e.Topic) > maxCheckpointTopic || len(strings.Fields(e.Topic)) != 1 || strings.Fields(e.Topic)[0] != e.Topic || e.Partition < 0 || seen[tp] {
 			return false
 		}
 		seen[tp] = true
