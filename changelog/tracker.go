@@ -38,8 +38,8 @@ type tracker struct {
 	queue   []queued                 // records not handed to the client yet (the task's goroutine only)
 	dirty   bool                     // records were produced since the last wait (the task's goroutine only)
 
-	pending    atomic.Int64 // records queued or in flight: not yet acknowledged or failed
-	handOvers  atomic.Uint64 // flushes that handed records to the client, ever
+	pending   atomic.Int64  // records queued or in flight: not yet acknowledged or failed
+	handOvers atomic.Uint64 // flushes that handed records to the client, ever
 
 	mu   sync.Mutex
 	idle chan struct{} // made by a waiting wait; closed by the promise that brings pending to 0
