@@ -1,0 +1,181 @@
+package kafkacluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// EnvVar is the environment variable that asks for the tests on a real Kafka cluster:
+// STATEHOST_TEST_KAFKA=1. Without it Start skips its test, so that the default go test ./...
+// stays fast and needs no Java; with it a missing java (or, on the first run, mvn) fails the
+// test instead, since the run asked for Kafka.
+const EnvVar = "STATEHOST_TEST_KAFKA"
+
+// Requested reports whether EnvVar asks for the tests on a real Kafka cluster.
+func Requested() bool { return os.Getenv(EnvVar) == "1" }
+
+// upTimeout bounds scripts/kafka up, whose first run fetches the broker's jars with Maven;
+// nodeTimeout bounds kill, start and down.
+const (
+	upTimeout   = 5 * time.Minute
+	nodeTimeout = 3 * time.Minute
+)
+
+// Cluster is a running Kafka cluster of combined broker and controller nodes, numbered from
+// 1, on loopback ports, in a temporary folder of its test. Its methods are not safe for
+// concurrent use.
+type Cluster struct {
+	script    string
+	dir       string
+	nodes     int
+	bootstrap string
+	stopped   bool
+}
+
+// Start starts a cluster of nodes (1 or 3) Kafka nodes with scripts/kafka up and returns once
+// every broker is in the cluster's metadata and answers; t's cleanup stops it (Stop). It skips
+// t unless Requested. With 3 nodes, topics created with the broker's default replication
+// factor (-1) have 3 replicas, and the internal topics 3 replicas with 2 in sync; see
+// scripts/kafka for the other broker settings.
+func Start(t testing.TB, nodes int) *Cluster {
+	t.Helper()
+	if !Requested() {
+		t.Skipf("a real Kafka cluster: set %s=1 to run (needs java 17+, and mvn on the first run)", EnvVar)
+	}
+	if nodes != 1 && nodes != 3 {
+		t.Fatalf("kafkacluster: %d nodes: want 1 or 3", nodes)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatalf("kafkacluster: %s=1 asks for a real Kafka cluster, but java is not installed: %v", EnvVar, err)
+	}
+	script, err := findScript()
+	if err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+	c := &Cluster{script: script, dir: t.TempDir(), nodes: nodes}
+	t.Cleanup(func() { c.cleanup(t) })
+	out, err := c.run(upTimeout, "up", "--nodes", strconv.Itoa(nodes))
+	if err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.bootstrap = strings.TrimSpace(lines[len(lines)-1])
+	if got := len(c.Brokers()); got != nodes {
+		t.Fatalf("kafkacluster: scripts/kafka up printed bootstrap %q: %d brokers, want %d", c.bootstrap, got, nodes)
+	}
+	return c
+}
+
+// Bootstrap returns the brokers' addresses, host:port,host:port,...
+func (c *Cluster) Bootstrap() string { return c.bootstrap }
+
+// Brokers returns the brokers' addresses, node 1's first, as kgo.SeedBrokers takes them.
+func (c *Cluster) Brokers() []string { return strings.Split(c.bootstrap, ",") }
+
+// Kill sends node n a SIGKILL and returns once its process is gone. The cluster's metadata
+// lists it until the controller fences it, within 3 seconds.
+func (c *Cluster) Kill(t testing.TB, n int) {
+	t.Helper()
+	if _, err := c.run(nodeTimeout, "kill", strconv.Itoa(n)); err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+}
+
+// StartNode starts node n again on its data and ports, and returns once it is back in the
+// cluster's metadata and answers.
+func (c *Cluster) StartNode(t testing.TB, n int) {
+	t.Helper()
+	if _, err := c.run(nodeTimeout, "start", strconv.Itoa(n)); err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+}
+
+// Stop stops every node with SIGTERM and waits for it to exit (scripts/kafka down). The
+// cleanup of the test that started c calls it unless the test did.
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	c.stopped = true
+	if _, err := c.run(nodeTimeout, "down"); err != nil {
+		t.Errorf("kafkacluster: %v", err)
+	}
+}
+
+// cleanup stops c if its test did not, and on a failed test logs the end of each node's log,
+// which the removal of the test's temporary folder is about to take.
+func (c *Cluster) cleanup(t testing.TB) {
+	if t.Failed() {
+		for n := 1; n <= c.nodes; n++ {
+			log := filepath.Join(c.dir, "node"+strconv.Itoa(n), "kafka.log")
+			t.Logf("kafkacluster: the end of node %d's log %s:\n%s", n, log, tail(log, 15))
+		}
+	}
+	if !c.stopped {
+		c.Stop(t)
+	}
+}
+
+// run runs scripts/kafka CMD --dir c.dir ARGS... and returns its stdout; an error carries the
+// script's stderr, which names what failed.
+func (c *Cluster) run(timeout time.Duration, cmd string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	argv := append([]string{cmd, "--dir", c.dir}, args...)
+	x := exec.CommandContext(ctx, c.script, argv...)
+	var stdout, stderr bytes.Buffer
+	x.Stdout, x.Stderr = &stdout, &stderr
+	// The nodes the script starts keep no descriptor of ours (their output goes to their log
+	// files), so Wait returns when the script does.
+	err := x.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("timed out after %s", timeout)
+	}
+	if err != nil {
+		return "", fmt.Errorf("scripts/kafka %s: %w\n%s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// findScript finds scripts/kafka in the module that holds the working directory, which go
+// test sets to the package's folder.
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		script := filepath.Join(dir, "scripts", "kafka")
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(script); err != nil {
+				return "", fmt.Errorf("no scripts/kafka beside %s: %w", filepath.Join(dir, "go.mod"), err)
+			}
+			return script, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("scripts/kafka not found: the working directory is not in the statehost module")
+		}
+		dir = parent
+	}
+}
+
+// tail returns the last n lines of the file at path, or why it cannot.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
