@@ -155,6 +155,47 @@ func TestTopicConfigs(t *testing.T) {
 	}
 }
 
+// TestEnsureTopicCreatedMeanwhile: another instance creates the changelog between Ensure's
+// check and its CreateTopics, and the broker asked does not list the topic yet (a Kafka
+// broker learns of a new topic from the controller a moment later; kfake is made to answer
+// so for the first three metadata requests naming it). Ensure waits for the metadata instead
+// of failing with "exist and do not exist", as two instances starting together on Apache
+// Kafka did.
+func TestEnsureTopicCreatedMeanwhile(t *testing.T) {
+	e := newEnv(t, 3)
+	topic := TopicName(app, "kv")
+	if _, err := e.adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var hidden atomic.Int32
+	e.c.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		req := kr.(*kmsg.MetadataRequest)
+		names := false
+		for _, rt := range req.Topics {
+			names = names || (rt.Topic != nil && *rt.Topic == topic)
+		}
+		if !names || hidden.Load() >= 3 {
+			return nil, nil, false
+		}
+		hidden.Add(1)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = rt.Topic, kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, mt)
+		}
+		return resp, nil, true
+	})
+	if err := e.tm.Ensure(ctx, 3, []TopicSpec{{Store: "kv"}}); err != nil {
+		t.Fatalf("Ensure with the topic created meanwhile: %v", err)
+	}
+	if n := hidden.Load(); n != 3 {
+		t.Fatalf("the metadata hid the topic %d times, want 3 (Ensure asked fewer times)", n)
+	}
+}
+
 // TestPartitionMismatch checks that an existing changelog with another partition count is an error naming the topic and both counts.
 func TestPartitionMismatch(t *testing.T) {
 	e := newEnv(t, 3)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -127,15 +128,41 @@ func (m *TopicManager) Ensure(ctx context.Context, partitions int32, specs []Top
 			m.log.Info("created changelog topic", "topic", name, "partitions", partitions, "configs", cfg)
 		}
 	}
-	if len(raced) > 0 {
-		if missing, err := m.check(ctx, partitions, raced); err != nil {
-			return err
-		} else if len(missing) > 0 {
-			return fmt.Errorf("changelog: topics %v exist and do not exist", missing)
-		}
+	if err := m.awaitRaced(ctx, partitions, raced); err != nil {
+		return err
 	}
 	m.warnStale(ctx, names, missing, byTopic)
 	return nil
+}
+
+// racedTopicWait bounds how long Ensure waits for the metadata to list a topic that the
+// broker said exists when Ensure tried to create it.
+const racedTopicWait = 30 * time.Second
+
+// awaitRaced checks the topics that another instance created between Ensure's check and its
+// CreateTopics. Kafka's brokers learn of a new topic from the controller a moment after it
+// is created, so the broker asked may not list it yet: the check is repeated until it does.
+func (m *TopicManager) awaitRaced(ctx context.Context, partitions int32, raced []string) error {
+	if len(raced) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(racedTopicWait)
+	backoff := 50 * time.Millisecond
+	for {
+		missing, err := m.check(ctx, partitions, raced)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("changelog: topics %v: the broker refused to create them as existing, but its metadata has not listed them for %v", missing, racedTopicWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: wait for topics %v created by another instance: %w", missing, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // warnStale warns about existing changelog topics of window and session stores whose
