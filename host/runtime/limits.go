@@ -2,12 +2,14 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
@@ -70,7 +72,7 @@ func (r *Runtime) learnLimits(ctx context.Context) {
 	}
 	broker := r.brokerMaxMessageBytes(ctx)
 	r.limits = make(map[string]int, len(topics))
-	described, err := r.adm.DescribeTopicConfigs(ctx, slices.Sorted(maps.Keys(topics))...)
+	described, err := r.describeTopicConfigs(ctx, slices.Sorted(maps.Keys(topics)))
 	if err != nil {
 		r.log.Warn("could not read the topics' max.message.bytes: the broker's message.max.bytes bounds their records", "error", err)
 	}
@@ -100,6 +102,43 @@ func (r *Runtime) learnLimits(ctx context.Context) {
 				p.storeLimits[s.Name] = r.limits[changelog.TopicName(r.cfg.ApplicationID, s.Name)]
 			}
 		}
+	}
+}
+
+// newTopicWait bounds how long learnLimits asks again for the configs of a topic the broker
+// does not know yet.
+const newTopicWait = 10 * time.Second
+
+// describeTopicConfigs describes the configs of topics. A topic created a moment ago (by this
+// start, or by another instance) may be unknown still to the broker asked, which learns of it
+// from the controller a moment later on Apache Kafka: those are asked for again, with
+// backoff, for up to newTopicWait, and keep their error after that.
+func (r *Runtime) describeTopicConfigs(ctx context.Context, topics []string) (kadm.ResourceConfigs, error) {
+	deadline := time.Now().Add(newTopicWait)
+	backoff := 50 * time.Millisecond
+	var out kadm.ResourceConfigs
+	for {
+		described, err := r.adm.DescribeTopicConfigs(ctx, topics...)
+		if err != nil {
+			return append(out, described...), err
+		}
+		topics = topics[:0]
+		for _, rc := range described {
+			if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) && time.Now().Before(deadline) {
+				topics = append(topics, rc.Name)
+			} else {
+				out = append(out, rc)
+			}
+		}
+		if len(topics) == 0 {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 

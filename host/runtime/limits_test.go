@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/host/engine"
@@ -73,6 +76,55 @@ func TestLearnLimits(t *testing.T) {
 	if len(p.outputLimits) != 2 || p.outputLimits[0] != 5000 || p.outputLimits[1] != batch ||
 		len(p.storeLimits) != 1 || p.storeLimits["counts"] != batch {
 		t.Errorf("the processor's output limits %v and store limits %v", p.outputLimits, p.storeLimits)
+	}
+}
+
+// TestLearnLimitsOfNewTopic: the broker asked does not know a topic yet (answered here, for the
+// first three DescribeConfigs naming it, as a Kafka broker answers before the controller told
+// it of a topic created a moment ago; kfake knows at once): learnLimits asks again and takes
+// the topic's own max.message.bytes, not the broker's default. Before, it took the default,
+// and a topic with a smaller limit refused records at the commit that the call had let in.
+func TestLearnLimitsOfNewTopic(t *testing.T) {
+	c, brokers := kfakeCluster(t)
+	_, adm := client(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("5000")}, "small"); err != nil {
+		t.Fatal(err)
+	}
+	var hidden atomic.Int32
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.DescribeConfigsRequest)
+		names := false
+		for _, rr := range req.Resources {
+			names = names || (rr.ResourceType == kmsg.ConfigResourceTypeTopic && rr.ResourceName == "small")
+		}
+		if !names || hidden.Load() >= 3 {
+			return nil, nil, false
+		}
+		hidden.Add(1)
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		resp.Version = req.Version
+		for _, rr := range req.Resources {
+			res := kmsg.NewDescribeConfigsResponseResource()
+			res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+			res.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, res)
+		}
+		return resp, nil, true
+	})
+	cfg := loadConfig(t, t.TempDir(), limitsHCL)
+	rt, err := New(ctx, Options{Config: cfg, Brokers: brokers, Logger: hclog.NewNullLogger(), NoWatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if got := rt.limits["small"]; got != 5000 {
+		t.Errorf("limit of small: %d, want its max.message.bytes 5000", got)
+	}
+	if n := hidden.Load(); n != 3 {
+		t.Errorf("DescribeConfigs of small answered unknown %d times, want 3", n)
 	}
 }
 
