@@ -476,7 +476,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 			t.Errorf("the broker did not abort A's transaction on its timeout and bump its epoch while A was frozen: %s (frozen at epoch %d)",
 				fenceTxnString(before), frozen.ProducerEpoch)
 		}
-		if !timedOut {
+		if !timedOut && broker.cluster == nil { // kfake's log line; Kafka's logs are its own
 			t.Errorf("the broker logged no \"txn timeout abort\" for A's transactional id %s", txnA)
 		}
 	} else if before.State != "Ongoing" || before.ProducerEpoch != frozen.ProducerEpoch {

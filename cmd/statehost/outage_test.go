@@ -249,6 +249,7 @@ func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
 // for its end.
 func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
 	t.Helper()
+	p.onlyProcess(t)
 	if sig == syscall.SIGTERM {
 		if code := p.stop(t); code != 0 {
 			t.Fatalf("statehost broker exited %d after SIGTERM, want 0", code)

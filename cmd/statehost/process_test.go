@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/kafkacluster"
 )
 
 var (
@@ -60,11 +62,27 @@ type brokerProcess struct {
 	addr string
 	done chan error
 	log  syncBuffer // its stderr, logged when the test fails
+
+	cluster *kafkacluster.Cluster // instead of the process, with STATEHOST_TEST_KAFKA=1
 }
 
-// startBrokerProcess starts the broker on a free port with dir and waits for its
-// "broker listening" log line.
+// startBrokerProcess starts the test's broker: `statehost broker` on a free port with dir,
+// once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1, a 1-node Apache Kafka
+// cluster (scripts/kafka), its address the first broker's: the clients find the others from
+// it.
 func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
+	t.Helper()
+	if kafkacluster.Requested() {
+		c := kafkacluster.Start(t, 1)
+		return &brokerProcess{addr: c.Brokers()[0], cluster: c}
+	}
+	return startStatehostBroker(t, bin, dir)
+}
+
+// startStatehostBroker starts `statehost broker` on a free port with dir and waits for its
+// "broker listening" log line, whatever broker the other tests use: for the tests of the
+// command itself.
+func startStatehostBroker(t testing.TB, bin, dir string) *brokerProcess {
 	t.Helper()
 	p, err := tryStartBroker(t, bin, dir, "127.0.0.1:0")
 	if err != nil {
@@ -124,9 +142,19 @@ func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error)
 	return p, nil
 }
 
+// onlyProcess skips t when the broker is a real Kafka cluster, whose nodes the test would
+// have to stop through kafkacluster instead.
+func (p *brokerProcess) onlyProcess(t testing.TB) {
+	t.Helper()
+	if p.cluster != nil {
+		t.Skip("stops the statehost broker process: not run on a real Kafka cluster yet")
+	}
+}
+
 // stop sends SIGTERM and returns the exit code.
 func (p *brokerProcess) stop(t testing.TB) int {
 	t.Helper()
+	p.onlyProcess(t)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +181,7 @@ func TestBrokerProcessRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "broker-data") // created by the broker
 	ctx := testContext(t)
 
-	p := startBrokerProcess(t, bin, dir)
+	p := startStatehostBroker(t, bin, dir)
 	cl := testClient(t, p.addr)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kept"); err != nil {
 		t.Fatal(err)
@@ -173,7 +201,7 @@ func TestBrokerProcessRestart(t *testing.T) {
 		t.Fatalf("data dir: %v", err)
 	}
 
-	p = startBrokerProcess(t, bin, dir)
+	p = startStatehostBroker(t, bin, dir)
 	recs := readAll(t, p.addr, "kept", n)
 	seen := map[string]bool{}
 	for _, r := range recs {
@@ -201,7 +229,7 @@ func TestBrokerProcessLock(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	p := startBrokerProcess(t, bin, dir)
+	p := startStatehostBroker(t, bin, dir)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir).CombinedOutput()

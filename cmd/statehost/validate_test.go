@@ -154,8 +154,8 @@ processor "p" {
 
 // TestE2ERunReportsBrokerProblemsAtOnce (issue 21, case 8): run reports every problem of the
 // configuration against the broker in one go, each with file:line:col, and creates nothing:
-// a session timeout the broker does not allow (the statehost broker's
-// group.max.session.timeout.ms is 5 minutes), inputs that are not co-partitioned, an existing
+// a session timeout the broker does not allow (45 minutes: group.max.session.timeout.ms is 5
+// minutes on the statehost broker, 30 by default on Apache Kafka), inputs that are not co-partitioned, an existing
 // changelog with another partition count than its processor's inputs, and an input topic that
 // does not exist. validate, which does not ask the broker, finds the file valid.
 func TestE2ERunReportsBrokerProblemsAtOnce(t *testing.T) {
@@ -169,7 +169,7 @@ func TestE2ERunReportsBrokerProblemsAtOnce(t *testing.T) {
 	createTopics(t, broker.addr, map[string]int{"a": 4, "b": 3, "brk-counts-changelog": 3})
 	cfg := writeFile(t, dir, "app.hcl", fmt.Sprintf(`application_id  = "brk"
 state_dir       = "state"
-session_timeout = "10m"
+session_timeout = "45m"
 kafka {
   brokers = [%[1]q]
 }
@@ -206,7 +206,7 @@ processor "other" {
 		t.Errorf("run: %v\nerrors %q\nwant exit 1 and %q", run, got, want)
 	}
 	wantLines(t, "run", run.stderr,
-		`   3: session_timeout = "10m"`,
+		`   3: session_timeout = "45m"`,
 		`  12:   inputs = ["a", "b"]`,
 		`  18:   store "counts" {}`,
 		`  22:   inputs = ["missing"]`)
