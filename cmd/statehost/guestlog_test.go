@@ -125,6 +125,7 @@ func TestGoCrashOneEntry(t *testing.T) {
 	p := startApp(t, bin, app.write(t, dir, br.addr), "app")
 	produceKeyed(t, br.addr, "in", keyed{"x", "noisypanic 100", 0}, keyed{"x", "big 7", 0})
 	waitCounts(t, br.addr, "out", map[string]string{"key": "7"})
+	stopClean(t, p) // every line the app wrote is read then
 
 	var noise, crashes, other int
 	var crash string
@@ -157,5 +158,4 @@ func TestGoCrashOneEntry(t *testing.T) {
 	if !strings.Contains(crash, "goroutine 1 ") {
 		t.Errorf("crash entry %q: want the first lines of the stack", crash)
 	}
-	stopClean(t, p)
 }
