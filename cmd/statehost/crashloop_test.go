@@ -41,7 +41,9 @@ var (
 // arms a member's session timer only when its JoinGroup response is delivered, so a member
 // killed in that window stays in the group for the whole rebalance timeout (60 s) instead of
 // its session timeout, and stalls the next start that long. An early kill that the app outruns
-// (it logs "running", and joins, before the kill moment) waits for the assignment instead.
+// (it logs "running", and joins, before the kill moment) waits for the assignment instead;
+// the line is read from the app's stderr a moment after it is written, so a kill may still,
+// rarely, land in that window (the final run then takes a minute longer, within its bounds).
 const (
 	crashMinEarly       = 20 * time.Millisecond  // a kill after the start: from
 	crashMaxEarly       = 120 * time.Millisecond // to
