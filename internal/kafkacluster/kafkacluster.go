@@ -44,7 +44,7 @@ type Cluster struct {
 // Start starts a cluster of nodes (1 or 3) Kafka nodes with scripts/kafka up and returns once
 // every broker is in the cluster's metadata and answers; t's cleanup stops it (Stop). It skips
 // t unless Requested. With 3 nodes, topics created with the broker's default replication
-// factor (-1) have 3 replicas, and the internal topics 3 replicas with 2 in sync; see
+// factor (-1) have 3 replicas, and the internal topics 3 replicas (the transaction log with 2 in sync); see
 // scripts/kafka for the other broker settings.
 func Start(t testing.TB, nodes int) *Cluster {
 	t.Helper()
