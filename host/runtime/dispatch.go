@@ -82,14 +82,7 @@ func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
 	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched, started: time.Now(),
 		cl: t.cl, handOvers: t.cl.HandOvers()}
 	t.job = j
-	for _, kr := range recs { // each input's records are in offset order
-		if t.first == nil {
-			t.first = make(map[string]*kgo.Record)
-		}
-		if t.first[kr.Topic] == nil {
-			t.first[kr.Topic] = kr
-		}
-	}
+	t.noteFirst(recs)
 	t.touched = true // exactly-once: it works in the open transaction (punctuations: see finishJob)
 	go r.runJob(ctx, t, j)
 }
@@ -445,7 +438,13 @@ func (t *task) committed() {
 // holds r.mu.
 func (t *task) committedEnded() {
 	t.last, t.first = nil, nil
-	for _, kr := range t.job.recs {
+	t.noteFirst(t.job.recs)
+}
+
+// noteFirst records, for each input of recs that t has no uncommitted record of yet, the
+// first of them (each input's records are in offset order). The caller holds r.mu.
+func (t *task) noteFirst(recs []*kgo.Record) {
+	for _, kr := range recs {
 		if t.first == nil {
 			t.first = make(map[string]*kgo.Record)
 		}
