@@ -122,12 +122,9 @@ func (r *Runtime) rebalanceWaits() bool { return r.txn != nil && r.txn.blocked.L
 // time.
 func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	wait = max(wait, 10*time.Millisecond)
-	if until, ok := r.youngJobsUntil(); ok && until < wait {
-		r.sleep(ctx, until)
+	if until, ok := r.youngJobsUntil(); ok {
+		r.sleep(ctx, min(until, wait))
 		wait = time.Millisecond // what franz-go fetched meanwhile
-	} else if ok {
-		r.sleep(ctx, wait)
-		wait = time.Millisecond
 	}
 	r.wakeMu.Lock()
 	switch {
