@@ -153,9 +153,9 @@ func (r *Runtime) dispatchHeld() {
 	}
 }
 
-// dispatchable reports whether t may start a job with the records it holds: it runs, is not
-// busy, failed or owed a commit; and under exactly-once, the other tasks that read a
-// partition it holds records of are not busy either. The tasks that read one partition then
+// dispatchable reports whether t may start a job (with the records it holds, or its due
+// punctuations): it runs, is not busy, failed or owed a commit; and under exactly-once, the
+// other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
 // take its records together, so that they are at the same record whenever none is busy, which
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
 // caller holds r.mu.

@@ -293,7 +293,7 @@ func (r *Runtime) punctuateAll() {
 	}
 	r.dispatchHeld() // records held while a job ran, a commit was owed or a rebalance waited
 	for _, t := range r.tasks {
-		if t.state != stateRunning || t.busy() || t.owed || t.inst == nil || t.failed || len(t.held) > 0 {
+		if len(t.held) > 0 || !r.dispatchable(t) {
 			continue
 		}
 		t.reportDropped()
