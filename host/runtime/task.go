@@ -141,10 +141,14 @@ func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Ins
 // shares an input partition with another processor's task (the partition's committed offset
 // cannot pass either's position: they commit only together, settled).
 func (t *task) flush() {
-	if t.rt.txn == nil || !t.coalesces() && !t.shared() {
+	if !t.queuedUntilCommit() {
 		t.cl.Flush()
 	}
 }
+
+// queuedUntilCommit reports whether the task keeps what its jobs write and emit queued until
+// its commit (flush): under exactly-once, when it coalesces or shares an input partition.
+func (t *task) queuedUntilCommit() bool { return t.rt.txn != nil && (t.coalesces() || t.shared()) }
 
 // shares reports whether another processor reads the input topic too: its partition has one
 // committed offset for both tasks.

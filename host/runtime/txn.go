@@ -207,9 +207,10 @@ func (r *Runtime) openWork() bool {
 // before replays the committed changelog tail). A task with a coalescing store hands nothing
 // over before its Prepare (its cache holds writes the changelog lacks), so when busy it is
 // left out whole; so is a task that shares an input partition with another processor's task
-// while they are not at the same record (settled). Only a running job that handed records over itself (a write or emit that
-// found no room flushes the queue: changelog.Task.HandOvers) puts unfinished work in the
-// transaction: the commit then waits for that job (waitInTxn). Hand-overs are held while the
+// while they are not at the same record (settled). Only a running job that handed records
+// over itself (a write or emit that found no room flushes the queue:
+// changelog.Task.HandOvers) puts unfinished work in the transaction: the commit then waits
+// for that job (waitInTxn). Hand-overs are held while the
 // transaction ends, so that none slips in after these checks.
 func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	var touched []*task
@@ -302,7 +303,7 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 				release = nil
 				break
 			}
-			if t.busy() && !t.coalesces() && !t.shared() && t.last != nil {
+			if t.busy() && !t.queuedUntilCommit() && t.last != nil {
 				partial = append(partial, t)
 			}
 		}
