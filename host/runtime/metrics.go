@@ -73,6 +73,7 @@ type metrics struct {
 	clRecords    *prometheus.CounterVec
 	clBytes      *prometheus.CounterVec
 	restored     *prometheus.CounterVec
+	txnAborts    *prometheus.CounterVec
 
 	// Filled while New builds the runtime, read-only afterwards: read without a lock.
 	procs      map[string]*procMetrics      // by processor name
@@ -151,13 +152,21 @@ func newMetrics(board *statusBoard) *metrics {
 			Name: "statehost_restore_records_total",
 			Help: "Changelog records applied to the local copy of the store partition, by restores and standbys.",
 		}, []string{"store", "partition"}),
+		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statehost_transactions_aborted_total",
+			Help: "Transactions aborted under exactly-once, by cause: rebalance (partitions revoked or lost), error (the commit failed; the tasks revive from their last commit), reset (the producer was replaced).",
+		}, []string{"cause"}),
 		procs:      make(map[string]*procMetrics),
 		stores:     make(map[string]*storeOps),
 		changelogs: make(map[string]*changelogMetrics),
 		progress:   make(map[restoreKey]*restoreProgress),
 	}
+	for _, cause := range []string{"rebalance", "error", "reset"} {
+		m.txnAborts.WithLabelValues(cause) // at zero from the start, for rates and alerts
+	}
 	m.reg.MustRegister(m.processed, m.batch, m.punctuations, m.commit, m.reloads, m.dropped,
 		m.skips, m.deadLetters, m.logsDropped, m.stateOps, m.clRecords, m.clBytes, m.restored,
+		m.txnAborts,
 		&boardCollector{m: m, board: board},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

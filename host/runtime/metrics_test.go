@@ -22,16 +22,17 @@ import (
 
 // contractMetrics are the metric names users and alerts depend on, with their types.
 var contractMetrics = map[string]dto.MetricType{
-	"statehost_records_processed_total":   dto.MetricType_COUNTER,
-	"statehost_state_ops_total":           dto.MetricType_COUNTER,
-	"statehost_changelog_records_total":   dto.MetricType_COUNTER,
-	"statehost_changelog_bytes_total":     dto.MetricType_COUNTER,
-	"statehost_restore_records_total":     dto.MetricType_COUNTER,
-	"statehost_restore_remaining_records": dto.MetricType_GAUGE,
-	"statehost_commit_seconds":            dto.MetricType_HISTOGRAM,
-	"statehost_plugin_batch_seconds":      dto.MetricType_HISTOGRAM,
-	"statehost_tasks":                     dto.MetricType_GAUGE,
-	"statehost_plugin_reloads_total":      dto.MetricType_COUNTER,
+	"statehost_records_processed_total":    dto.MetricType_COUNTER,
+	"statehost_state_ops_total":            dto.MetricType_COUNTER,
+	"statehost_changelog_records_total":    dto.MetricType_COUNTER,
+	"statehost_changelog_bytes_total":      dto.MetricType_COUNTER,
+	"statehost_restore_records_total":      dto.MetricType_COUNTER,
+	"statehost_restore_remaining_records":  dto.MetricType_GAUGE,
+	"statehost_commit_seconds":             dto.MetricType_HISTOGRAM,
+	"statehost_plugin_batch_seconds":       dto.MetricType_HISTOGRAM,
+	"statehost_tasks":                      dto.MetricType_GAUGE,
+	"statehost_plugin_reloads_total":       dto.MetricType_COUNTER,
+	"statehost_transactions_aborted_total": dto.MetricType_COUNTER,
 }
 
 // TestMetrics runs the word count and reads GET /metrics: every contract metric with its type,

@@ -554,11 +554,15 @@ func (r *Runtime) abortLocked(why string, cause error, count bool) error {
 func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 	switch {
 	case cause == nil:
+		r.metrics.txnAborts.WithLabelValues("rebalance").Inc()
+
 		r.log.Warn("transaction aborted", "reason", why, "cause", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
 	case count:
+		r.metrics.txnAborts.WithLabelValues("error").Inc()
 		r.txn.aborts++
 		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
 	default:
+		r.metrics.txnAborts.WithLabelValues("error").Inc()
 		r.log.Warn("transaction aborted", "reason", why, "error", cause)
 	}
 	r.drainInbox() // the revoked and lost tasks close; the others revive
@@ -594,6 +598,7 @@ func (r *Runtime) resetLocked(why string, cause error) error {
 	} else {
 		r.txn.aborts++
 	}
+	r.metrics.txnAborts.WithLabelValues("reset").Inc()
 	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts, "broker_unavailable", outage,
 		"action", "closing every task and rejoining the group with a new transactional producer")
 	switch {
