@@ -54,6 +54,7 @@ type Producer struct {
 	// exclusively by HoldHandOvers: under exactly-once, no record reaches the client while a
 	// transaction ends (franz-go forbids Produce concurrently with End and Begin).
 	handOvers sync.RWMutex
+	handed    atomic.Int64 // records handed to the client so far, of every task (HandedOver)
 
 	mu       sync.Mutex
 	owners   map[string]string    // store name -> processor
@@ -139,6 +140,10 @@ func (p *Producer) HoldHandOvers() (release func()) {
 	p.handOvers.Lock()
 	return p.handOvers.Unlock
 }
+
+// HandedOver returns how many records every task has handed to the client so far: under
+// exactly-once, a transaction whose count did not change since it began has produced nothing.
+func (p *Producer) HandedOver() int64 { return p.handed.Load() }
 
 // WaitLimit returns the longest a record waits for room (WithWaitLimit).
 func (p *Producer) WaitLimit() time.Duration { return p.waitLimit }

@@ -139,6 +139,7 @@ func (t *tracker) flush() {
 		t.p.cl.Produce(context.Background(), q.r, q.promise)
 		t.queue[i] = queued{}
 	}
+	t.p.handed.Add(int64(n))
 	t.p.handOvers.RUnlock()
 	t.queue = t.queue[:0]
 	if c := cap(t.queue); c > maxIdleQueue && n < c/4 {

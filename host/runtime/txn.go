@@ -74,6 +74,7 @@ type txnState struct {
 	rebalanced atomic.Bool    // a revocation or loss since the last End: the session aborts the next End
 	blocked    atomic.Bool    // a rebalance waits for the loop to allow it
 	begun      time.Time      // when the open transaction began (guarded by Runtime.mu)
+	handed     int64          // the producer's HandedOver when it began (guarded by Runtime.mu)
 	aborts     int            // transactions aborted on an error in a row (guarded by Runtime.mu)
 	stuck      map[taskID]int // transactions aborted in a row for a task's job (waitInTxn), until it commits (guarded by Runtime.mu)
 }
@@ -373,8 +374,41 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
 	r.txn.begun = time.Now()
+	r.txn.handed = r.producer.HandedOver()
 	return nil
 }
+
+// awaitPreviousTxn waits, for up to txnCompleteWait, until the transaction coordinator has
+// completed the previous transaction (written its markers), before a transaction that
+// produced nothing commits its offsets. Under Kafka's transactions v2 (KIP-890, the default
+// from Kafka 4.0) a TxnOffsetCommit that comes first in a transaction, while the previous one
+// still completes, is refused with CONCURRENT_TRANSACTIONS, which franz-go takes as abortable:
+// the transaction would abort and its tasks revive, for nothing. A produce first waits out
+// the same state on its own (franz-go retries it), so only offsets-only transactions wait
+// here. A broker that cannot describe the transaction (kfake, an ACL) is not waited for.
+func (r *Runtime) awaitPreviousTxn(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, txnCompleteWait)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		described, err := r.adm.DescribeTransactions(ctx, r.txn.id)
+		if err != nil {
+			r.log.Debug("cannot describe the transaction; committing without waiting for the previous one", "error", err)
+			return
+		}
+		d, ok := described[r.txn.id]
+		if !ok || d.Err != nil || !strings.HasPrefix(d.State, "Prepare") {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// txnCompleteWait bounds awaitPreviousTxn: markers take milliseconds on a healthy cluster.
+const txnCompleteWait = 5 * time.Second
 
 // waitInTxn waits for the jobs of busy tasks that handed records of their own to the open
 // transaction, and takes their results in. The broker aborts a transaction that stays open
@@ -521,6 +555,9 @@ func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg.Txn
 	defer cancel()
 	if offsets != nil {
 		ctx = kgo.PreTxnCommitFnContext(ctx, offsets)
+		if try == kgo.TryCommit && r.producer.HandedOver() == r.txn.handed {
+			r.awaitPreviousTxn(ctx)
+		}
 	}
 	committed, err = r.txn.sess.End(ctx, try)
 	rebalanced = r.txn.rebalanced.Swap(false)
