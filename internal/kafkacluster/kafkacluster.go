@@ -23,6 +23,25 @@ const EnvVar = "STATEHOST_TEST_KAFKA"
 // Requested reports whether EnvVar asks for the tests on a real Kafka cluster.
 func Requested() bool { return os.Getenv(EnvVar) == "1" }
 
+// NodesVar is the environment variable that sets how many nodes the clusters of tests that
+// take the suite's default (Nodes) have: 1 or 3, default 3, as CI runs them.
+const NodesVar = "STATEHOST_TEST_KAFKA_NODES"
+
+// Nodes returns the node count NodesVar asks for, 3 when it is unset; it fails t on any other
+// value than 1 or 3.
+func Nodes(t testing.TB) int {
+	t.Helper()
+	switch v := os.Getenv(NodesVar); v {
+	case "", "3":
+		return 3
+	case "1":
+		return 1
+	default:
+		t.Fatalf("kafkacluster: %s=%q: want 1 or 3", NodesVar, v)
+		return 0
+	}
+}
+
 // upTimeout bounds scripts/kafka up, whose first run fetches the broker's jars with Maven;
 // nodeTimeout bounds kill, start and down.
 const (
@@ -97,6 +116,41 @@ func (c *Cluster) StartNode(t testing.TB, n int) {
 	if _, err := c.run(nodeTimeout, "start", strconv.Itoa(n)); err != nil {
 		t.Fatalf("kafkacluster: %v", err)
 	}
+}
+
+// Nodes returns how many nodes c has.
+func (c *Cluster) Nodes() int { return c.nodes }
+
+// KillAll sends every node a SIGKILL at once and returns once they are gone: the whole
+// cluster dies, as in a power cut of its machines (what the nodes wrote is in the page cache
+// of this machine's kernel, so it survives).
+func (c *Cluster) KillAll(t testing.TB) {
+	t.Helper()
+	errs := make(chan error, c.nodes)
+	for n := 1; n <= c.nodes; n++ {
+		go func() {
+			_, err := c.run(nodeTimeout, "kill", strconv.Itoa(n))
+			errs <- err
+		}()
+	}
+	var all []error
+	for range c.nodes {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+}
+
+// StartAll starts every stopped node again on its data and ports, at once (a node of a
+// cluster of 3 cannot come up alone: its controller needs a majority), and returns once
+// every broker is back in the cluster's metadata and answers (scripts/kafka up on c's folder).
+func (c *Cluster) StartAll(t testing.TB) {
+	t.Helper()
+	if _, err := c.run(upTimeout, "up"); err != nil {
+		t.Fatalf("kafkacluster: %v", err)
+	}
+	c.stopped = false
 }
 
 // Stop stops every node with SIGTERM and waits for it to exit (scripts/kafka down). The

@@ -29,9 +29,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestThreeNodes runs a 3-node cluster through a node's SIGKILL and restart: a topic with 3
-// replicas, 2 of them in sync, takes acks=all writes while node 2 is down and holds every
-// record afterwards.
+// TestThreeNodes runs a 3-node cluster through a node's SIGKILL and restart, then through a
+// SIGKILL of every node and a restart of the cluster: a topic with 3 replicas, 2 of them in
+// sync, takes acks=all writes while node 2 is down and holds every record afterwards.
 func TestThreeNodes(t *testing.T) {
 	c := kafkacluster.Start(t, 3)
 	adm := admin(t, c)
@@ -57,6 +57,16 @@ func TestThreeNodes(t *testing.T) {
 	produce(t, c, topic, "after")
 	if got := values(t, c, topic); !slices.Equal(got, []string{"before", "while-2-down", "after"}) {
 		t.Fatalf("read %q, want [before while-2-down after]", got)
+	}
+
+	// The whole cluster SIGKILLed at once, then started again on its data.
+	c.KillAll(t)
+	checkClosed(t, c)
+	c.StartAll(t)
+	checkBrokers(t, adm, 1, 2, 3)
+	produce(t, c, topic, "after-all")
+	if got := values(t, c, topic); !slices.Equal(got, []string{"before", "while-2-down", "after", "after-all"}) {
+		t.Fatalf("read %q, want [before while-2-down after after-all]", got)
 	}
 
 	c.Stop(t)
