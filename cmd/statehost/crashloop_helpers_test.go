@@ -101,19 +101,45 @@ func crashListOffsets(t testing.TB, addr, topic string) crashOffsets {
 // crashInputProgress returns how many sentences the group has committed and how many there are.
 func crashInputProgress(t testing.TB, addr string) (committed, produced int64) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).FetchOffsets(t.Context(), e2eApp)
+	committed, produced, err := tryInputProgress(t.Context(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p, end := range topicEnds(t, addr, "sentences") {
-		produced += end
-		if o, ok := resp.Lookup("sentences", p); ok && o.Err == nil && o.At > 0 {
-			committed += o.At
-		}
-	}
 	return committed, produced
+}
+
+// tryInputProgress is crashInputProgress, which returns the error of a broker that does not
+// answer (a Kafka node killed a moment ago still leads partitions in the metadata).
+func tryInputProgress(ctx context.Context, addr string) (committed, produced int64, err error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.FetchOffsets(ctx, e2eApp)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("committed offsets of group %s: %w", e2eApp, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "sentences")
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("end offsets of sentences: %w", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		produced += o.Offset
+		if c, ok := resp.Lookup("sentences", o.Partition); ok && c.Err == nil && c.At > 0 {
+			committed += c.At
+		}
+	})
+	return committed, produced, nil
 }
 
 // crashTail is, for one changelog partition just before a start, what lies beyond the
@@ -170,6 +196,7 @@ func crashReadRecords(t testing.TB, addr, topic string, readCommitted bool, upTo
 	if len(missing) > 0 {
 		t.Fatalf("reading %s (read_committed %v): partitions not read to their end within 60s: %v", topic, readCommitted, missing)
 	}
+	kcatCheck(t, addr, topic, readCommitted, out, upTo)
 	return out
 }
 

@@ -67,13 +67,13 @@ type brokerProcess struct {
 }
 
 // startBrokerProcess starts the test's broker: `statehost broker` on a free port with dir,
-// once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1, a 1-node Apache Kafka
-// cluster (scripts/kafka), its address the first broker's: the clients find the others from
-// it.
+// once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1, an Apache Kafka
+// cluster (scripts/kafka) of 3 nodes (STATEHOST_TEST_KAFKA_NODES=1: of 1), its address the
+// first broker's: the clients find the others from it.
 func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
 	t.Helper()
 	if kafkacluster.Requested() {
-		c := kafkacluster.Start(t, 1)
+		c := kafkacluster.Start(t, kafkacluster.Nodes(t))
 		return &brokerProcess{addr: c.Brokers()[0], cluster: c}
 	}
 	return startStatehostBroker(t, bin, dir)
