@@ -321,7 +321,7 @@ func readSoakInput(t *testing.T, addr string) soakInput {
 	t.Helper()
 	in := soakInput{words: map[string]int{}, guard: map[string]int{}, guardTotal: map[int32]int{},
 		poisons: map[string]string{}, keyPart: map[string]int32{}}
-	for _, r := range topictest.Read(t, []string{addr}, soakSentences, false) {
+	for _, r := range readChecked(t, addr, soakSentences, false) {
 		for _, w := range strings.Fields(string(r.Value)) {
 			in.words[w]++
 		}
@@ -399,7 +399,7 @@ func (d soakDiff) String() string {
 func soakSeqs(t *testing.T, addr, topic string) (seqs map[string][]int, records, v2 int) {
 	t.Helper()
 	seqs = map[string][]int{}
-	for _, r := range topictest.Read(t, []string{addr}, topic, true) {
+	for _, r := range readChecked(t, addr, topic, true) {
 		records++
 		if soakHeader(r, "version") == "2" {
 			v2++

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/statehost/statehost/host/runtime"
-	"github.com/statehost/statehost/internal/topictest"
+	"github.com/statehost/statehost/internal/kafkacluster"
 )
 
 // The soak test runs the word count with a third processor, the guard (the poison test
@@ -25,7 +25,9 @@ import (
 // memory). Meanwhile faults come one at a time at random moments, each after the application
 // has recovered from the previous one (committed new input on every partition): an
 // instance SIGKILLed and started again, the broker stopped (SIGTERM) and started again on
-// the same address and data directory a few seconds later, and a reload of count, between
+// the same address and data directory a few seconds later (on Apache Kafka, with
+// STATEHOST_TEST_KAFKA=1: a node of the 3-node cluster SIGKILLed and started again on its data
+// a few seconds later), and a reload of count, between
 // plugins/count and countv2 (the same counts), through `statehost deploy` to every instance or
 // by writing the module file that the instances watch. At the end the input stops, the
 // application drains, and the final state is compared with the reference computed from the
@@ -39,7 +41,8 @@ import (
 //
 //	go test ./cmd/statehost -run TestSoak -soak -v -soak.duration 2m -soak.guarantee exactly_once
 //
-// or scripts/soak 2m exactly_once. -soak.seed replays the same faults, gaps and poison
+// or scripts/soak 2m exactly_once (STATEHOST_TEST_KAFKA=1 scripts/soak 10m: on a 3-node
+// Apache Kafka cluster). -soak.seed replays the same faults, gaps and poison
 // records (the moments only: what the application was doing then depends on the machine).
 var (
 	soakRun         = flag.Bool("soak", false, "run the soak test (see -soak.duration)")
@@ -73,8 +76,9 @@ type soak struct {
 	rng       *rand.Rand
 	addr      string
 	brokerDir string
-	broker    *brokerProcess
-	brokers   []*brokerProcess // every incarnation, for the logs
+	broker    *brokerProcess        // on statehost broker
+	cluster   *kafkacluster.Cluster // instead, with STATEHOST_TEST_KAFKA=1
+	brokers   []*brokerProcess      // every incarnation, for the logs
 	adm       *kadm.Client
 	mods      map[string]string
 	versions  [2]string // count v1 and v2
@@ -115,7 +119,6 @@ func TestSoak(t *testing.T) {
 	if !*soakRun {
 		t.Skip("the soak test: run with -soak (-soak.duration, -soak.guarantee; scripts/soak)")
 	}
-	skipOnKafka(t, "restarts its statehost broker among its faults")
 	g := *soakGuaranteeF
 	if g != "exactly_once" && g != "at_least_once" {
 		t.Fatalf("-soak.guarantee %q: want exactly_once or at_least_once", g)
@@ -148,8 +151,15 @@ func TestSoak(t *testing.T) {
 
 	s.bin = buildBinary(t)
 	s.mods, s.versions = soakModules(t, s.dir)
-	s.brokerDir, s.addr = filepath.Join(s.dir, "broker"), freeAddr(t)
-	s.startBroker()
+	if kafkacluster.Requested() {
+		b := startBrokerProcess(t, s.bin, filepath.Join(s.dir, "broker"))
+		s.cluster, s.addr = b.cluster, b.addr
+		s.sum.set("broker", fmt.Sprintf("Apache Kafka, %d nodes", s.cluster.Nodes()))
+	} else {
+		s.brokerDir, s.addr = filepath.Join(s.dir, "broker"), freeAddr(t)
+		s.startBroker()
+		s.sum.set("broker", "statehost broker (kfake)")
+	}
 	cl := newKafkaClient(t, s.addr)
 	t.Cleanup(cl.Close)
 	s.adm = kadm.NewClient(cl)
@@ -223,6 +233,10 @@ func (s *soak) faultLoop(deadline time.Time) {
 			f.detail = fmt.Sprintf("SIGKILL %s, started again after %v", in.name, after.Round(time.Millisecond))
 		case "broker":
 			down := soakMinDown + time.Duration(p1%int64(soakMaxDown-soakMinDown))
+			if s.cluster != nil {
+				f.detail = s.killKafka(p2, down)
+				break
+			}
 			sig := syscall.SIGTERM
 			if !s.exact && *soakBrokerKillF && p2%2 == 0 {
 				sig = syscall.SIGKILL
@@ -240,6 +254,23 @@ func (s *soak) faultLoop(deadline time.Time) {
 		fmt.Printf("soak: fault %d: new input committed on every partition %v after the fault began\n", f.n, f.recovery.Round(time.Millisecond))
 		s.faults = append(s.faults, f)
 	}
+}
+
+// killKafka SIGKILLs a node of the Kafka cluster, node 2 or 3 (by pick; node 1 is the
+// bootstrap of every client), or, on a cluster of 1, the cluster, and starts it again after
+// down.
+func (s *soak) killKafka(pick int64, down time.Duration) string {
+	if s.cluster.Nodes() == 1 {
+		s.cluster.KillAll(s.t)
+		s.sleep(down)
+		s.cluster.StartAll(s.t)
+		return fmt.Sprintf("Kafka's only node SIGKILLed, started again after %v", down.Round(time.Millisecond))
+	}
+	n := 2 + int(uint64(pick)%2)
+	s.cluster.Kill(s.t, n)
+	s.sleep(down)
+	s.cluster.StartNode(s.t, n)
+	return fmt.Sprintf("Kafka node %d SIGKILLed, started again after %v", n, down.Round(time.Millisecond))
 }
 
 // startBroker starts (again) the broker on its address and data directory.
@@ -537,7 +568,7 @@ func (s *soak) deadLetters(in soakInput) soakDLQ {
 	}
 	seen := map[string]int{}
 	if topics.Has(soakGuardDLQ) {
-		for _, r := range topictest.Read(t, []string{s.addr}, soakGuardDLQ, true) {
+		for _, r := range readChecked(t, s.addr, soakGuardDLQ, true) {
 			d.records++
 			id := soakHeader(r, runtime.HeaderPartition) + "@" + soakHeader(r, runtime.HeaderOffset)
 			cmd, ok := in.poisons[id]
