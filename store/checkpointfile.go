@@ -114,7 +114,8 @@ const maxCheckpointPrealloc = 1024
 // readCheckpointFile parses a checkpoint file read from r; path names it in errors. Blank
 // lines are skipped. It refuses, naming the line: another version than 0, a count that is
 // not a number >= 0, fewer or more entries than the count, an entry that is not "topic
-// partition offset" with a 32-bit partition >= 0 and a 64-bit offset, two entries for one
+// partition offset" with a topic of at most maxCheckpointTopic bytes (what the writer
+// writes), a 32-bit partition >= 0 and a 64-bit offset, two entries for one
 // topic partition, and a line longer than the scanner's buffer (64 KiB).
 func readCheckpointFile(r io.Reader, path string) ([]CheckpointEntry, error) {
 	sc := bufio.NewScanner(r)
@@ -161,6 +162,9 @@ func readCheckpointFile(r io.Reader, path string) ([]CheckpointEntry, error) {
 		fs := strings.Fields(s)
 		if len(fs) != 3 {
 			return nil, bad(fmt.Sprintf("malformed entry %q: want \"topic partition offset\"", s))
+		}
+		if len(fs[0]) > maxCheckpointTopic {
+			return nil, bad(fmt.Sprintf("topic name of %d bytes (%.20q...): longer than Kafka's %d", len(fs[0]), fs[0], maxCheckpointTopic))
 		}
 		p, err := strconv.ParseInt(fs[1], 10, 32)
 		if err != nil || p < 0 {
