@@ -329,28 +329,75 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 	return nil
 }
 
+// newTopicWait bounds how long changelogOffsets reads again while a changelog is unknown.
+const newTopicWait = 10 * time.Second
+
+// changelogOffsets reads the changelogs' metadata, start offsets and high watermarks. A
+// changelog created a moment ago (by this start, or recreated) may be unknown still to the
+// broker asked, which learns of it from the controller a moment later on Apache Kafka: while
+// one of topics is unknown, or a partition of it has no leader yet, they are read again, with
+// backoff, for up to newTopicWait; after that the caller meets the error.
+func (r *Restorer) changelogOffsets(ctx context.Context, topics []string) (md kadm.Metadata, starts, hws kadm.ListedOffsets, err error) {
+	deadline := time.Now().Add(newTopicWait)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		// WithAuthorizedOps makes kadm bypass its metadata cache: the topic ID
+		// must be the current one.
+		if md, err = r.adm.Metadata(kadm.WithAuthorizedOps(ctx), topics...); err != nil {
+			return md, nil, nil, fmt.Errorf("restore: describe changelogs: %w", err)
+		}
+		if starts, err = r.adm.ListStartOffsets(ctx, topics...); err != nil {
+			return md, nil, nil, fmt.Errorf("restore: list start offsets: %w", err)
+		}
+		if hws, err = r.adm.ListEndOffsets(ctx, topics...); err != nil {
+			return md, nil, nil, fmt.Errorf("restore: list end offsets: %w", err)
+		}
+		if !notYetKnown(md, topics, starts, hws) || time.Now().After(deadline) {
+			return md, starts, hws, nil
+		}
+		select {
+		case <-ctx.Done():
+			return md, nil, nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// notYetKnown reports whether one of topics is missing from md or unknown, or an offset of
+// it could not be listed because the broker does not know the partition or its leader yet.
+func notYetKnown(md kadm.Metadata, topics []string, listed ...kadm.ListedOffsets) bool {
+	early := func(err error) bool {
+		return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) ||
+			errors.Is(err, kerr.NotLeaderForPartition)
+	}
+	for _, t := range topics {
+		if d, ok := md.Topics[t]; !ok || early(d.Err) {
+			return true
+		}
+	}
+	for _, l := range listed {
+		for _, ps := range l {
+			for _, o := range ps {
+				if early(o.Err) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // plan reads checkpoints and the changelogs' offsets, discards checkpoints
 // that do not fit, and sets each target's start and end.
 func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string, follow bool) error {
-	// WithAuthorizedOps makes kadm bypass its metadata cache: the topic ID
-	// must be the current one.
-	md, err := r.adm.Metadata(kadm.WithAuthorizedOps(ctx), topics...)
+	md, starts, hws, err := r.changelogOffsets(ctx, topics)
 	if err != nil {
-		return fmt.Errorf("restore: describe changelogs: %w", err)
-	}
-	starts, err := r.adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("restore: list start offsets: %w", err)
+		return err
 	}
 	// The high watermarks judge checkpoints; the restore ends at the last
 	// stable offset under read_committed, once the transactions open at the
 	// start have ended (waitStable). A transaction left open by another
 	// producer holds the last stable offset below records that a store may
 	// already have applied: that store is up to date, not corrupt.
-	hws, err := r.adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("restore: list end offsets: %w", err)
-	}
 	ends := hws
 	if r.set.ReadCommitted && !follow {
 		if ends, err = r.waitStable(ctx, targets, topics, hws); err != nil {
