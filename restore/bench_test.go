@@ -38,7 +38,7 @@ func BenchmarkRestoreVsConsume(b *testing.B) {
 	for range b.N {
 		// Plain consume.
 		t0 := time.Now()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.ListenAddrs()...), kgo.FetchMaxWait(500*time.Millisecond),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 		if err != nil {
 			b.Fatal(err)

@@ -184,10 +184,7 @@ func TestTruncatedDuringRestore(t *testing.T) {
 	rec := &recorder{}
 	rec.onBatch = func(n int) {
 		if n == 2 {
-			resp, err := e.adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: 2500}}})
-			if err != nil || resp.Error() != nil {
-				t.Errorf("delete records: %v %v", err, resp.Error())
-			}
+			e.truncate(t, topic, 2500)
 		}
 	}
 	r, err := New(cl, kadm.NewClient(e.cl), Settings{Listener: rec})

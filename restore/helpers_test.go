@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -10,10 +11,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/internal/kafkacluster"
 	"github.com/statehost/statehost/store"
 )
 
@@ -21,28 +24,46 @@ const app = "app"
 
 var ctx = context.Background()
 
-// env is a kfake cluster with a producer, an admin client, and one state directory.
+// env is a broker with a producer, an admin client, and one state directory. The broker is
+// kfake, or with STATEHOST_TEST_KAFKA=1 an Apache Kafka cluster per test (3 nodes unless
+// STATEHOST_TEST_KAFKA_NODES=1); CI runs the tests of a changelog truncated or recreated there
+// (TestTruncatedChangelog, TestRecreatedChangelog, TestTruncatedDuringRestore).
 type env struct {
-	c    *kfake.Cluster
-	cl   *kgo.Client
-	adm  *kadm.Client
-	prod *changelog.Producer
-	tm   *changelog.TopicManager
-	dir  string
-	m    *store.Manager
-	mem  int64 // Settings.MemoryBytes of the managers opened; 0 for the default
+	brokers []string
+	cl      *kgo.Client
+	adm     *kadm.Client
+	prod    *changelog.Producer
+	tm      *changelog.TopicManager
+	dir     string
+	m       *store.Manager
+	mem     int64 // Settings.MemoryBytes of the managers opened; 0 for the default
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "input"))
-	if err != nil {
-		t.Fatal(err)
+	e := &env{dir: t.TempDir()}
+	if kafkacluster.Requested() {
+		e.brokers = kafkacluster.Start(t, kafkacluster.Nodes(t)).Brokers()
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "input"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		e.brokers = c.ListenAddrs()
 	}
-	t.Cleanup(c.Close)
-	e := &env{c: c, dir: t.TempDir()}
 	e.cl = e.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	e.adm = kadm.NewClient(e.cl)
+	if kafkacluster.Requested() {
+		resp, err := e.adm.CreateTopic(ctx, 3, -1, nil, "input")
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatalf("creating the topic input: %v", err)
+		}
+	}
+	var err error
 	if e.prod, err = changelog.NewProducer(e.cl); err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +73,44 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
+// truncate deletes the records of topic partition 0 below offset at (DeleteRecords). Apache
+// Kafka refuses DeleteRecords on a topic that is only compacted (POLICY_VIOLATION; kfake
+// takes it): there the changelog is first made "compact,delete", as a window store's is, the
+// changelog that retention truncates.
+func (e *env) truncate(t testing.TB, topic string, at int64) {
+	t.Helper()
+	if kafkacluster.Requested() {
+		resp, err := e.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}, topic)
+		if err == nil {
+			var r kadm.AlterConfigsResponse
+			if r, err = resp.On(topic, nil); err == nil {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			t.Fatalf("cleanup.policy=compact,delete on %s: %v", topic, err)
+		}
+	}
+	// The leader applies the new policy a moment after the controller took it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := e.adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: at}}})
+		if err == nil {
+			err = resp.Error()
+		}
+		if errors.Is(err, kerr.PolicyViolation) && kafkacluster.Requested() && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Errorf("delete records of %s below %d: %v", topic, at, err)
+		}
+		return
+	}
+}
+
 func (e *env) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
