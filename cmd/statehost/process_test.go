@@ -142,15 +142,6 @@ func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error)
 	return p, nil
 }
 
-// skipOnKafka skips t when STATEHOST_TEST_KAFKA=1 asks for Apache Kafka: t does what (with
-// a statehost broker of its own) and has no Kafka version yet, rather than run on kfake.
-func skipOnKafka(t testing.TB, what string) {
-	t.Helper()
-	if kafkacluster.Requested() {
-		t.Skipf("%s: not run on Apache Kafka yet", what)
-	}
-}
-
 // stop sends SIGTERM and returns the exit code: on a Kafka cluster, to every node, and 0 once
 // they are gone (scripts/kafka down SIGKILLs a node still there after its timeout).
 func (p *brokerProcess) stop(t testing.TB) int {
