@@ -251,24 +251,42 @@ func cloneOrNil(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-// guardedStore is a key-value store of a task whose processor withdraws poison records.
+// The guards hold their store in a field rather than embed it, and pass each read on
+// explicitly: a method added to a store interface, a write that would need an undo, does not
+// compile here until it is handled.
+var (
+	_ store.Store        = guardedStore{}
+	_ store.WindowStore  = guardedWindows{}
+	_ store.SessionStore = guardedSessions{}
+)
+
+// guardedStore is a key-value store of a task whose processor withdraws poison records: each
+// write first notes how to undo it (poisonGuard.wrote).
 type guardedStore struct {
-	store.Store
-	g    *poisonGuard
-	name string
+	inner store.Store
+	g     *poisonGuard
+	name  string
 }
+
+func (s guardedStore) Get(key []byte) ([]byte, bool, error) { return s.inner.Get(key) }
+
+func (s guardedStore) Range(start, end []byte) (store.Iterator, error) {
+	return s.inner.Range(start, end)
+}
+
+func (s guardedStore) Prefix(prefix []byte) (store.Iterator, error) { return s.inner.Prefix(prefix) }
 
 func (s guardedStore) before(key []byte) error {
 	return s.g.wrote(s.name+"\x00"+string(key), func() (func() error, error) {
-		old, found, err := s.Store.Get(key)
+		old, found, err := s.inner.Get(key)
 		if err != nil {
 			return nil, err
 		}
 		k, v := cloneOrNil(key), cloneOrNil(old)
 		if !found {
-			return func() error { return s.Store.Delete(k) }, nil
+			return func() error { return s.inner.Delete(k) }, nil
 		}
-		return func() error { return s.Store.Put(k, v) }, nil
+		return func() error { return s.inner.Put(k, v) }, nil
 	})
 }
 
@@ -276,27 +294,41 @@ func (s guardedStore) Put(key, value []byte) error {
 	if err := s.before(key); err != nil {
 		return err
 	}
-	return s.Store.Put(key, value)
+	return s.inner.Put(key, value)
 }
 
 func (s guardedStore) Delete(key []byte) error {
 	if err := s.before(key); err != nil {
 		return err
 	}
-	return s.Store.Delete(key)
+	return s.inner.Delete(key)
 }
 
 // guardedWindows is a window store of a task whose processor withdraws poison records.
 type guardedWindows struct {
-	store.WindowStore
-	g    *poisonGuard
-	name string
+	inner store.WindowStore
+	g     *poisonGuard
+	name  string
 }
+
+func (s guardedWindows) Get(key []byte, start int64) ([]byte, bool, error) {
+	return s.inner.Get(key, start)
+}
+
+func (s guardedWindows) Fetch(key []byte, from, to int64) (store.WindowIterator, error) {
+	return s.inner.Fetch(key, from, to)
+}
+
+func (s guardedWindows) FetchAll(from, to int64) (store.WindowIterator, error) {
+	return s.inner.FetchAll(from, to)
+}
+
+func (s guardedWindows) Spec() store.WindowSpec { return s.inner.Spec() }
 
 func (s guardedWindows) Put(key []byte, start int64, value []byte) (bool, error) {
 	id := s.name + "\x00" + string(binary.BigEndian.AppendUint64(nil, uint64(start))) + string(key)
 	err := s.g.wrote(id, func() (func() error, error) {
-		old, found, err := s.WindowStore.Get(key, start)
+		old, found, err := s.inner.Get(key, start)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +340,7 @@ func (s guardedWindows) Put(key []byte, start int64, value []byte) (bool, error)
 			v = []byte{} // an empty value, not a delete
 		}
 		return func() error {
-			stored, err := s.WindowStore.Put(k, start, v)
+			stored, err := s.inner.Put(k, start, v)
 			if err == nil && !stored && v != nil {
 				// The record's timestamp closed the window it changed: the old value can no
 				// longer be put back, and going on would lose it.
@@ -320,21 +352,35 @@ func (s guardedWindows) Put(key []byte, start int64, value []byte) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	return s.WindowStore.Put(key, start, value)
+	return s.inner.Put(key, start, value)
 }
 
 // guardedSessions is a session store of a task whose processor withdraws poison records.
 type guardedSessions struct {
-	store.SessionStore
-	g    *poisonGuard
-	name string
+	inner store.SessionStore
+	g     *poisonGuard
+	name  string
 }
+
+func (s guardedSessions) Get(key []byte, start, end int64) ([]byte, bool, error) {
+	return s.inner.Get(key, start, end)
+}
+
+func (s guardedSessions) Find(key []byte, earliestEnd, latestStart int64) (store.WindowIterator, error) {
+	return s.inner.Find(key, earliestEnd, latestStart)
+}
+
+func (s guardedSessions) FindAll(earliestEnd, latestEnd int64) (store.WindowIterator, error) {
+	return s.inner.FindAll(earliestEnd, latestEnd)
+}
+
+func (s guardedSessions) Spec() store.WindowSpec { return s.inner.Spec() }
 
 func (s guardedSessions) Put(key []byte, start, end int64, value []byte) (bool, error) {
 	b := binary.BigEndian.AppendUint64(nil, uint64(start))
 	b = binary.BigEndian.AppendUint64(b, uint64(end))
 	err := s.g.wrote(s.name+"\x00"+string(b)+string(key), func() (func() error, error) {
-		old, found, err := s.SessionStore.Get(key, start, end)
+		old, found, err := s.inner.Get(key, start, end)
 		if err != nil {
 			return nil, err
 		}
@@ -346,7 +392,7 @@ func (s guardedSessions) Put(key []byte, start, end int64, value []byte) (bool, 
 			v = []byte{} // an empty value, not a removal
 		}
 		return func() error {
-			stored, err := s.SessionStore.Put(k, start, end, v)
+			stored, err := s.inner.Put(k, start, end, v)
 			if err == nil && !stored && v != nil {
 				// As for windows: the session closed, its old value cannot be put back.
 				err = fmt.Errorf("cannot undo the write of session store %q at [%d, %d]: the session closed", s.name, start, end)
@@ -357,7 +403,7 @@ func (s guardedSessions) Put(key []byte, start, end int64, value []byte) (bool, 
 	if err != nil {
 		return false, err
 	}
-	return s.SessionStore.Put(key, start, end, value)
+	return s.inner.Put(key, start, end, value)
 }
 
 // processGuarded hands records to the plugin as process does for a processor whose on_error
