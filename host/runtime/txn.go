@@ -589,17 +589,18 @@ func (r *Runtime) abortLocked(why string, cause error, count bool) error {
 // aborted it; count says whether cause is an error that must not repeat maxAbortsInARow times
 // (a fenced member is not: it rejoins). The caller holds r.mu.
 func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
+	if cause == nil {
+		r.metrics.txnAborts.WithLabelValues("rebalance").Inc()
+	} else {
+		r.metrics.txnAborts.WithLabelValues("error").Inc()
+	}
 	switch {
 	case cause == nil:
-		r.metrics.txnAborts.WithLabelValues("rebalance").Inc()
-
 		r.log.Warn("transaction aborted", "reason", why, "cause", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
 	case count:
-		r.metrics.txnAborts.WithLabelValues("error").Inc()
 		r.txn.aborts++
 		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
 	default:
-		r.metrics.txnAborts.WithLabelValues("error").Inc()
 		r.log.Warn("transaction aborted", "reason", why, "error", cause)
 	}
 	r.drainInbox() // the revoked and lost tasks close; the others revive
