@@ -236,8 +236,7 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	for _, t := range r.tasks {
 		switch {
 		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.inst == nil || t.failed || t.mod == t.proc.mod:
-		case r.txn != nil && t.touched: // exactly-once: its work is not committed yet
-		case t.dirty(): // at-least-once: not committed yet
+		case t.uncommitted(): // its work is not committed yet
 		default:
 			due = append(due, t)
 		}
@@ -264,7 +263,6 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	})
 	for _, t := range due {
 		s, p := starts[t], t.proc
-		t.touched = t.touched || t.cl.HasWork() // the init may have written
 		if s.err != nil {
 			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", s.err)
 			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {

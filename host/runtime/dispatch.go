@@ -24,7 +24,7 @@ import (
 //
 // A task with a job is busy: until the job ends, only the job's goroutine touches the task's
 // plugin instance, stores, poison guard and batch. The loop (and whatever holds r.mu) reads
-// only what r.mu guards (state, job, held, first, last, touched, failed), and leaves a busy
+// only what r.mu guards (state, job, held, first, last, failed, abandoned), and leaves a busy
 // task out of module switches, punctuations and queries of its memory stores; a commit waits
 // for the jobs that started less than slowJob ago (settleJobs), and one left out commits as
 // soon as its job ends (owed). Records that arrive for a busy task are held (its input
@@ -52,9 +52,6 @@ type job struct {
 	done    chan struct{}
 	started time.Time // when the loop started it
 	closed  bool      // the task is closing: its result is dropped (guarded by r.mu)
-	// touched is the task's touched before a punctuation job: such a job leaves the task
-	// touched only if it wrote, emitted or failed.
-	touched bool
 	// cl and handOvers: the task's changelog task and its HandOvers when the job started
 	// (handedOver).
 	cl        *changelog.Task
@@ -79,11 +76,10 @@ func (t *task) busy() bool { return t.job != nil }
 // caller holds r.mu; t is not busy.
 func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
 	ctx, cancel := context.WithCancel(r.work)
-	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), touched: t.touched, started: time.Now(),
+	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		cl: t.cl, handOvers: t.cl.HandOvers()}
 	t.job = j
 	t.noteFirst(recs)
-	t.touched = true // exactly-once: it works in the open transaction (punctuations: see finishJob)
 	go r.runJob(ctx, t, j)
 }
 
@@ -163,7 +159,7 @@ func (r *Runtime) dispatchable(t *task) bool {
 	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
 		return false
 	}
-	if r.txn == nil {
+	if r.eos == nil {
 		return true
 	}
 	for topic := range t.held {
@@ -281,9 +277,6 @@ func (r *Runtime) finishJob(t *task) error {
 	t.job = nil
 	if j.closed {
 		return nil
-	}
-	if j.recs == nil { // punctuations
-		t.touched = j.touched || j.err != nil || t.cl.HasWork()
 	}
 	if j.err != nil {
 		t.failed = true
@@ -420,6 +413,7 @@ func (r *Runtime) stopJob(t *task) {
 	j.cancel()
 	<-j.done
 	t.job = nil
+	t.abandoned = true
 }
 
 // isCanceled reports whether err is a job's stop by cancellation.

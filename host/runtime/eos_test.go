@@ -189,7 +189,7 @@ func TestMembershipCheck(t *testing.T) {
 	in := start(t, cfg, brokers)
 	waitFor(t, 60*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
 	ctx := context.Background()
-	if err := in.rt.checkMembership(ctx); err != nil {
+	if err := in.rt.eos.checkMembership(ctx); err != nil {
 		t.Fatalf("a member of the current generation fails the check: %v", err)
 	}
 	member, _ := in.rt.consumer.GroupMetadata()
@@ -206,13 +206,13 @@ func TestMembershipCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("remove the member from the group: %v", err)
 	}
-	err = in.rt.checkMembership(ctx)
+	err = in.rt.eos.checkMembership(ctx)
 	if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration) {
 		t.Fatalf("check after the member was removed: %v, want UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION", err)
 	}
 	// The instance notices, rejoins and runs its tasks again.
 	waitFor(t, 60*time.Second, "the instance to rejoin", func() bool {
-		return running(in.rt) == 7 && in.rt.checkMembership(ctx) == nil
+		return running(in.rt) == 7 && in.rt.eos.checkMembership(ctx) == nil
 	})
 	if err := in.stop(t); err != nil {
 		t.Fatal(err)

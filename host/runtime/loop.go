@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
 )
@@ -59,22 +57,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 			wait = min(wait, time.Until(at))
 		}
 		fetches := r.poll(ctx, wait)
-		if r.txn != nil && r.txn.rebalanced.Swap(false) {
+		if r.eos != nil && r.eos.txn.rebalanced.Swap(false) {
 			// Partitions were revoked or lost during the poll: the session aborts the open
 			// transaction, so abort it before processing anything; the consumer rewinds and
 			// fetches these records again.
-			err = r.abortRebalanced()
+			err = r.eos.abortRebalanced()
 			r.allowRebalance()
 			continue
 		}
 		// A stop request does not interrupt a job or a commit that has begun: the job
 		// finishes (the engine's time limit bounds it) and the shutdown commits it.
 		err = r.handleFetches(fetches)
-		if err == nil && (time.Now().After(nextCommit) || r.needsCommit() || r.rebalanceWaits() || r.owedEnded()) {
-			why := "interval"
-			if r.rebalanceWaits() {
-				why = "rebalance" // commits even init writes alone: the rebalance waits for them
-			}
+		if why, due := r.commitDue(err, nextCommit); due {
 			err = r.commitAll(work, why)
 			if err == nil {
 				// A commit boundary: tasks whose processor has a new module switch now.
@@ -102,17 +96,17 @@ func (r *Runtime) Run(ctx context.Context) error {
 // since the last commit: a rebalance must not meet an open transaction with work in it. Under
 // at-least-once also while jobs run: a revocation cancels the jobs of the tasks it closes.
 func (r *Runtime) allowRebalance() {
-	if r.txn != nil {
-		if r.openWork() {
+	if r.eos != nil {
+		if r.eos.openWork() {
 			return
 		}
-		r.txn.blocked.Store(false)
+		r.eos.txn.blocked.Store(false)
 	}
 	r.consumer.AllowRebalance()
 }
 
 // rebalanceWaits reports whether, under exactly-once, a rebalance waits for the loop to commit.
-func (r *Runtime) rebalanceWaits() bool { return r.txn != nil && r.txn.blocked.Load() }
+func (r *Runtime) rebalanceWaits() bool { return r.eos != nil && r.eos.txn.blocked.Load() }
 
 // poll waits at most wait for records. An assignment wakes it early, so that new tasks start
 // restoring at once, and so does the end of a job (jobEnded). While jobs of normal length run
@@ -332,96 +326,39 @@ func (r *Runtime) needsCommit() bool {
 	return false
 }
 
-// commitAll commits every task that processed records since its last commit, then the input
-// offsets of those tasks, then purges repartition topics; under exactly-once it commits the
-// open transaction. The caller holds no lock.
-func (r *Runtime) commitAll(ctx context.Context, why string) error {
+// commitDue reports whether the loop commits now, after a round that ended with err, and why:
+// a rebalance waits for it (it then commits even init writes alone), commit_interval has
+// passed since next was set, a task's writes grew past their bound, or a task left out of the
+// last commit has ended its job. A failed round does not commit: the shutdown does.
+func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
+	switch {
+	case err != nil:
+		return 0, false
+	case r.rebalanceWaits():
+		return reasonRebalance, true
+	case time.Now().After(next):
+		return reasonInterval, true
+	case r.needsCommit():
+		return reasonSize, true
+	case r.owedEnded():
+		return reasonOwed, true
+	}
+	return 0, false
+}
+
+// commitAll commits every task that has uncommitted work, then the input offsets of those
+// tasks, then purges repartition topics; under exactly-once it commits the open transaction.
+// The caller holds no lock.
+func (r *Runtime) commitAll(ctx context.Context, why commitReason) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.settleJobs(); err != nil {
 		return err
 	}
-	var err error
-	if r.txn != nil {
-		err = r.commitTxnLocked(ctx, why)
-	} else {
-		err = r.commitLocked(ctx, why, nil)
-	}
+	err := r.committer.commit(ctx, why, nil)
 	for _, t := range r.tasks {
 		t.owed = t.busy() // left out: it commits as soon as its job ends
 	}
-	return err
-}
-
-// commitTimeout bounds a commit: the acknowledgements it waits for, the store apply and the
-// offset commit. A commit that cannot finish fails its task, which stops the runtime.
-const commitTimeout = 30 * time.Second
-
-// commitLocked is the at-least-once commitAll with r.mu held, restricted to the tasks for
-// which only returns true (all when only is nil). Busy tasks commit later, once their jobs
-// end; the partitions they read are committed up to their first uncommitted record.
-func (r *Runtime) commitLocked(ctx context.Context, why string, only func(*task) bool) error {
-	var dirty []*task
-	for _, t := range r.tasks {
-		if t.state == stateRunning && !t.busy() && t.dirty() && !t.failed && (only == nil || only(t)) {
-			dirty = append(dirty, t)
-		}
-	}
-	if len(dirty) == 0 {
-		return nil
-	}
-	start := time.Now()
-	defer r.metrics.committed(start)
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
-	// 1-2. Each task: its records acknowledged, then its batch and checkpoint applied.
-	err := r.forEachTask(dirty, func(t *task) error {
-		if err := t.cl.Commit(ctx, nil); err != nil {
-			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
-		}
-		return nil
-	})
-	// 3. The input offsets of the tasks that committed.
-	offsets := r.commitOffsets(dirty)
-	committed := true
-	if len(offsets) > 0 {
-		if cerr := r.commitGroupOffsets(ctx, offsets); cerr != nil {
-			// The state is applied; the tasks keep their offsets for the next commit, and
-			// the records after the last committed offsets are processed again if this
-			// process stops first (at least once).
-			committed = false
-			r.log.Warn("offset commit failed; the next commit retries it", "reason", why, "partitions", describeOffsets(offsets), "error", cerr)
-		} else {
-			r.purge(offsets)
-		}
-	}
-	if committed {
-		for _, t := range dirty {
-			if !t.failed {
-				t.committed()
-			}
-		}
-	}
-	r.log.Debug("committed", "reason", why, "tasks", len(dirty), "partitions", len(offsets), "duration", time.Since(start))
-	return err
-}
-
-// commitGroupOffsets commits offsets to the group, at-least-once.
-func (r *Runtime) commitGroupOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
-	var err error
-	r.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
-		if cerr != nil {
-			err = cerr
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
-					err = fmt.Errorf("%s partition %d: %w", t.Topic, p.Partition, perr)
-				}
-			}
-		}
-	})
 	return err
 }
 
@@ -487,10 +424,10 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		return nil
 	}
 	r.restoreRetryAt = time.Time{}
-	if r.txn != nil && r.hasAssignedLocked() {
+	if r.eos != nil && r.hasAssignedLocked() {
 		// Exactly-once: no restore with work in the open transaction. A restore may take
 		// longer than the transaction timeout, and rebalances wait for the work to commit.
-		if err := r.commitTxnLocked(context.WithoutCancel(ctx), "restore"); err != nil {
+		if err := r.eos.commit(context.WithoutCancel(ctx), reasonRestore, nil); err != nil {
 			return err
 		}
 		// The commit may have let a rebalance through, and an aborted transaction drains the
@@ -599,21 +536,7 @@ func (r *Runtime) shutdown(cause error) error {
 	if err := r.waitAllJobs(cause != nil); err != nil && cause == nil {
 		cause = err
 	}
-	switch {
-	case r.txn == nil:
-		if err := r.commitLocked(ctx, "shutdown", nil); err != nil && cause == nil {
-			cause = err
-		}
-	case cause == nil:
-		if err := r.commitTxnLocked(ctx, "shutdown"); err != nil {
-			cause = err
-		}
-	default:
-		// A task failed in the open transaction: nothing of it may commit.
-		if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
-			r.log.Warn("aborting the transaction", "error", err)
-		}
-	}
+	cause = r.committer.stop(ctx, cause)
 	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
 	r.closeStandbys()
 	r.mu.Unlock()

@@ -224,7 +224,7 @@ processor "count" {
 	}()
 	began := time.Now()
 	r.mu.Lock()
-	err = r.rejoinLocked()
+	err = r.eos.rejoinLocked()
 	r.mu.Unlock()
 	b = <-restarted
 	if b == nil {
@@ -254,7 +254,7 @@ processor "count" {
 	time.AfterFunc(300*time.Millisecond, func() { close(stop) })
 	began = time.Now()
 	r.mu.Lock()
-	err = r.rejoinLocked()
+	err = r.eos.rejoinLocked()
 	r.mu.Unlock()
 	if err == nil || !unavailable(err) || time.Since(began) > 2*time.Second {
 		t.Errorf("rejoin after a stop request: %v after %v; want the broker's error at once", err, time.Since(began))

@@ -50,7 +50,7 @@ func (r *Runtime) post(ev groupEvent) {
 // its next safe point; whatever they did since the last commit is in the open transaction,
 // which the session aborts.
 //
-// st is the state of the session whose client calls: a reset replaces r.txn. franz-go's session
+// st is the state of the session whose client calls: a reset replaces r.eos.txn. franz-go's session
 // marks the open transaction for an abort even on a loss of nothing (a failed join), so an
 // empty loss sets the flag too.
 func (r *Runtime) onRevokedOrLostEOS(st *txnState, what string, tps map[string][]int32) {
@@ -95,7 +95,7 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	if err := r.settle(revokedTask); err != nil {
 		r.setFatal(err)
 	}
-	if err := r.commitLocked(ctx, "revocation", revokedTask); err != nil {
+	if err := r.committer.commit(ctx, reasonRevocation, revokedTask); err != nil {
 		r.setFatal(err)
 	}
 	r.unassign(cl, revoked)
@@ -303,8 +303,8 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 	}
 	for _, t := range stale {
 		r.log.Warn("partition assigned again without its revocation: the task closes and restores", "processor", t.id.proc, "partition", t.id.part)
-		if t.touched && r.txn != nil {
-			r.txn.rebalanced.Store(true)
+		if r.eos != nil && t.uncommitted() {
+			r.eos.txn.rebalanced.Store(true)
 		}
 	}
 	r.closeTasks(stale)

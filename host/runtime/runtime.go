@@ -177,7 +177,8 @@ type Runtime struct {
 	versions       atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.mu
 	versionsAt     time.Time                         // when versions was stored (guarded by mu)
 	consumer       *kgo.Client
-	txn            *txnState // exactly-once; nil under at-least-once
+	committer      committer    // atLeastOnce, or eos
+	eos            *exactlyOnce // the committer under exactly-once; nil under at-least-once
 
 	// mu guards the task table and the offsets. The loop holds it while it restores,
 	// processes and commits; the rebalance callbacks hold it while they commit and close.
@@ -196,7 +197,6 @@ type Runtime struct {
 
 	restoreRetryAt time.Time       // when tasks wait to be restored again (after a retriable error); zero: none
 	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
-	txnRetry       brokerRetry     // exactly-once: resets on an unreachable broker since the last commit
 	stop           <-chan struct{} // closed when Run's context ends: retries of broker calls give up
 	sb             standbys        // standby tasks (standby.go)
 	cleanedAt      time.Time       // the last look for local state to delete
@@ -247,6 +247,12 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		sb:         standbys{tasks: map[taskID]*changelog.Task{}},
 	}
 	r.metrics = newMetrics(r.status)
+	if cfg.Guarantee == config.ExactlyOnce {
+		r.eos = &exactlyOnce{rt: r}
+		r.committer = r.eos
+	} else {
+		r.committer = atLeastOnce{r}
+	}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -518,9 +524,9 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
 	}
-	if r.cfg.Guarantee == config.ExactlyOnce {
+	if r.eos != nil {
 		opts = append(opts, r.opts.producerOpts...) // the group consumer is the producer
-		if err := r.newTransactSession(ctx, opts); err != nil {
+		if err := r.eos.newTransactSession(ctx, opts); err != nil {
 			return err
 		}
 		// The admin client produces nothing under exactly-once, so its metadata of the

@@ -52,7 +52,7 @@ type task struct {
 	proc       *processor
 	state      taskState
 	failed     bool // processing or committing failed: the task only closes, without a commit
-	touched    bool // exactly-once: it worked (processed, or started its plugin) in the open transaction
+	abandoned  bool // a job of it was stopped: what it did may not be committed (the task closes or revives)
 	waitLogged bool // the wait for its previous run's records was logged
 
 	cl   *changelog.Task // nil until opened
@@ -110,7 +110,6 @@ func (t *task) openStores() error {
 // startPlugin instantiates the task's plugin, its processor's current module, over its
 // restored stores. The task is not busy.
 func (t *task) startPlugin(ctx context.Context) error {
-	t.touched = true // its init may write; known below
 	inst, err := t.startModule(ctx, t.proc.mod)
 	t.flush() // what its init wrote
 	if err != nil {
@@ -118,7 +117,6 @@ func (t *task) startPlugin(ctx context.Context) error {
 		return err
 	}
 	t.inst, t.mod = inst, t.proc.mod
-	t.touched = t.cl.HasWork()
 	return nil
 }
 
@@ -148,7 +146,7 @@ func (t *task) flush() {
 
 // queuedUntilCommit reports whether the task keeps what its jobs write and emit queued until
 // its commit (flush): under exactly-once, when it coalesces or shares an input partition.
-func (t *task) queuedUntilCommit() bool { return t.rt.txn != nil && (t.coalesces() || t.shared()) }
+func (t *task) queuedUntilCommit() bool { return t.rt.eos != nil && (t.coalesces() || t.shared()) }
 
 // shares reports whether another processor reads the input topic too: its partition has one
 // committed offset for both tasks.
@@ -290,11 +288,6 @@ func (t *task) reportDropped() {
 
 // droppedLogInterval is the least time between two reports of a task's dropped writes.
 const droppedLogInterval = 10 * time.Second
-
-// dirty reports whether the task has something to commit: records processed since its last
-// commit (or since the last successful offset commit), or work without records (a
-// punctuation's writes and emits on an idle task, writes of the plugin's init).
-func (t *task) dirty() bool { return len(t.last) > 0 || (t.cl != nil && t.cl.HasWork()) }
 
 // close closes the plugin instance and the stores, dropping uncommitted writes. The task is
 // not busy (Runtime.stopJob).

@@ -79,6 +79,14 @@ type txnState struct {
 	stuck      map[taskID]int // transactions aborted in a row for a task's job (waitInTxn), until it commits (guarded by Runtime.mu)
 }
 
+// exactlyOnce is the committer under exactly-once: every commit is a transaction of the
+// current session (txn).
+type exactlyOnce struct {
+	rt    *Runtime
+	txn   *txnState   // the current session: a reset replaces it
+	retry brokerRetry // resets on an unreachable broker since the last commit
+}
+
 // processID returns the process id kept in the state directory dir, creating it on the first
 // start. The state directory's lock makes it unique among the running instances.
 func processID(dir string) (string, error) {
@@ -120,26 +128,26 @@ func processID(dir string) (string, error) {
 // producer options of the changelog producer, and begins the first transaction. Initializing
 // the producer id fences the previous incarnation of this instance and aborts its open
 // transaction.
-func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error {
-	pid, err := processID(StateDir(r.cfg))
+func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) error {
+	pid, err := processID(StateDir(e.rt.cfg))
 	if err != nil {
 		return err
 	}
-	id := r.cfg.ApplicationID + "-" + pid
-	// The callbacks of this session's client use st, not r.txn: a reset replaces r.txn while
+	id := e.rt.cfg.ApplicationID + "-" + pid
+	// The callbacks of this session's client use st, not e.txn: a reset replaces e.txn while
 	// the old client may still signal.
 	st := &txnState{id: id, stuck: map[taskID]int{}}
 	opts = append(append(opts, producerOpts()...),
 		kgo.TransactionalID(id),
-		kgo.TransactionTimeout(transactionTimeout(r.cfg.CommitInterval)),
-		r.metrics.producerHook(),
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.onRebalanceBlocked(st) }),
+		kgo.TransactionTimeout(transactionTimeout(e.rt.cfg.CommitInterval)),
+		e.rt.metrics.producerHook(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { e.onRebalanceBlocked(st) }),
 		// These override the at-least-once callbacks of opts (the last option wins).
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.onRevokedOrLostEOS(st, "revoked", m)
+			e.rt.onRevokedOrLostEOS(st, "revoked", m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.onRevokedOrLostEOS(st, "lost", m)
+			e.rt.onRevokedOrLostEOS(st, "lost", m)
 		}),
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
@@ -147,48 +155,48 @@ func (r *Runtime) newTransactSession(ctx context.Context, opts []kgo.Opt) error 
 		return fmt.Errorf("runtime: create the transactional group consumer: %w", err)
 	}
 	st.sess = sess
-	r.txn = st
-	r.consumer = sess.Client()
-	if r.producer, err = changelog.NewProducer(r.consumer); err != nil {
+	e.txn = st
+	e.rt.consumer = sess.Client()
+	if e.rt.producer, err = changelog.NewProducer(e.rt.consumer); err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	if _, _, err := r.consumer.ProducerID(ictx); err != nil {
-		r.consumer.Close() // it joined nothing yet (the group waits for its first poll)
+	if _, _, err := e.rt.consumer.ProducerID(ictx); err != nil {
+		e.rt.consumer.Close() // it joined nothing yet (the group waits for its first poll)
 		return fmt.Errorf("runtime: initialize the transactional producer %s: %w", id, err)
 	}
 	if err := sess.Begin(); err != nil {
 		return fmt.Errorf("runtime: begin a transaction: %w", err)
 	}
 	st.begun = time.Now()
-	r.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
+	e.rt.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
 	return nil
 }
 
 // onRebalanceBlocked is called when a rebalance waits for the loop (BlockRebalanceOnPoll): the
 // loop commits at once, so that the rebalance meets no open work, and a restore in progress
 // stops (it resumes from its checkpoints).
-func (r *Runtime) onRebalanceBlocked(st *txnState) {
+func (e *exactlyOnce) onRebalanceBlocked(st *txnState) {
 	st.blocked.Store(true)
-	r.wakeMu.Lock()
-	r.wake = true
-	if r.pollCancel != nil {
-		r.pollCancel()
+	e.rt.wakeMu.Lock()
+	e.rt.wake = true
+	if e.rt.pollCancel != nil {
+		e.rt.pollCancel()
 	}
-	if r.restoreCancel != nil {
-		r.restoreCancel()
+	if e.rt.restoreCancel != nil {
+		e.rt.restoreCancel()
 	}
-	r.wakeMu.Unlock()
+	e.rt.wakeMu.Unlock()
 }
 
 // openWork reports whether a task worked since the last transaction ended. The caller holds
 // no lock.
-func (r *Runtime) openWork() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.tasks {
-		if t.touched {
+func (e *exactlyOnce) openWork() bool {
+	e.rt.mu.Lock()
+	defer e.rt.mu.Unlock()
+	for _, t := range e.rt.tasks {
+		if t.uncommitted() {
 			return true
 		}
 	}
@@ -198,7 +206,7 @@ func (r *Runtime) openWork() bool {
 // commitTxnLocked commits the open transaction: every task that worked in it has its records
 // acknowledged (changelog.Task.Prepare), the session commits the input offsets and the
 // transaction, then the tasks apply their stores and checkpoints. An aborted transaction
-// revives its tasks. The caller holds r.mu.
+// revives its tasks. The caller holds e.rt.mu.
 //
 // A busy task does not hold the commit back (decision note 20261201_task_jobs.md): what its
 // running job writes and emits is still queued in it, so the transaction holds only the
@@ -213,29 +221,29 @@ func (r *Runtime) openWork() bool {
 // changelog.Task.HandOvers) puts unfinished work in the transaction: the commit then waits
 // for that job (waitInTxn). Hand-overs are held while the
 // transaction ends, so that none slips in after these checks.
-func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
-	var touched []*task
-	for _, t := range r.tasks {
-		if t.touched {
+func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) error {
+	var touched []*task // the tasks that worked in the transaction
+	for _, t := range e.rt.tasks {
+		if t.uncommitted() {
 			touched = append(touched, t)
 		}
 	}
 	if len(touched) == 0 {
 		return nil
 	}
-	if why == "interval" {
+	if why.deferrable() {
 		// Only work without input (plugins' init writes, punctuations of idle tasks): a
 		// commit without offsets holds the session for 500ms (franz-go waits for the markers
 		// when the offset commit does not show KIP-447). It rides in the next commit with
 		// offsets, unless the transaction nears its timeout. Not before a restore, which may
 		// outlast the transaction.
 		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
-		if !consumed && time.Since(r.txn.begun) < transactionTimeout(r.cfg.CommitInterval)/2 {
+		if !consumed && time.Since(e.txn.begun) < transactionTimeout(e.rt.cfg.CommitInterval)/2 {
 			return nil
 		}
 	}
 	start := time.Now()
-	defer r.metrics.committed(start)
+	defer e.rt.metrics.committed(start)
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	var (
@@ -252,13 +260,13 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 		for _, t := range touched {
 			switch _, done := prepared[t]; {
 			case done:
-			case !t.busy() && (t.failed || r.settled(t)):
+			case !t.busy() && (t.failed || e.rt.settled(t)):
 				ready = append(ready, t)
 			case t.busy() && t.job.handedOver():
 				inTxn = append(inTxn, t)
 			}
 		}
-		err := r.forEachTask(ready, func(t *task) error {
+		err := e.rt.forEachTask(ready, func(t *task) error {
 			if t.failed || t.cl == nil {
 				if t.cl != nil && t.cl.Err() != nil {
 					return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
@@ -275,25 +283,25 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 			return nil
 		})
 		if err != nil {
-			return r.abortLocked(why, err, true)
+			return e.abortLocked(why, err, true)
 		}
 		commit = append(commit, ready...)
 		if len(inTxn) > 0 {
-			if err := r.waitInTxn(inTxn); err != nil {
+			if err := e.waitInTxn(inTxn); err != nil {
 				var stuck *stuckInTxnError
 				if !errors.As(err, &stuck) {
 					return err // a plugin failed: the transaction aborts (shutdown)
 				}
 				// Its revival meets the same record again: other commits do not end the run
 				// of aborts it causes.
-				if r.txn.stuck[stuck.task]++; r.txn.stuck[stuck.task] >= maxAbortsInARow {
-					return fmt.Errorf("runtime: %d transactions in a row aborted for task %s (%s): %w", r.txn.stuck[stuck.task], stuck.task, why, err)
+				if e.txn.stuck[stuck.task]++; e.txn.stuck[stuck.task] >= maxAbortsInARow {
+					return fmt.Errorf("runtime: %d transactions in a row aborted for task %s (%s): %w", e.txn.stuck[stuck.task], stuck.task, why, err)
 				}
-				return r.abortLocked(why, err, true)
+				return e.abortLocked(why, err, true)
 			}
 			continue
 		}
-		release = r.producer.HoldHandOvers()
+		release = e.rt.producer.HoldHandOvers()
 		partial = partial[:0]
 		for _, t := range touched {
 			if _, done := prepared[t]; done {
@@ -321,60 +329,59 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 	if len(commit)+len(partial) == 0 {
 		return nil // only busy tasks worked: nothing of theirs is in the transaction yet
 	}
-	if err := r.checkMembership(ctx); err != nil {
+	if err := e.checkMembership(ctx); err != nil {
 		// Fenced: the group will tell the consumer, which rejoins; not an error to count.
 		// Anything else (a coordinator out of reach) counts.
 		unhold()
-		return r.abortLocked(why, err, !isFenced(err))
+		return e.abortLocked(why, err, !isFenced(err))
 	}
 	committing := append(slices.Clip(commit), partial...)
-	offsets := r.commitOffsets(committing)
-	committed, rebalanced, err := r.endTxnLocked(kgo.TryCommit, r.offsetsFn(committing))
+	offsets := e.rt.commitOffsets(committing)
+	committed, rebalanced, err := e.endTxnLocked(kgo.TryCommit, e.offsetsFn(committing))
 	if err != nil || !committed {
 		unhold()
 	}
 	if err != nil {
-		return r.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
+		return e.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
 	}
 	if !committed {
 		// The session aborted: partitions were revoked or lost since the transaction began,
 		// or the group or the transaction coordinator refused the commit with an abortable
 		// error (franz-go does not say which).
-		if rebalanced || r.pendingRevocation() {
-			return r.abortedLocked(why, nil, false)
+		if rebalanced || e.pendingRevocation() {
+			return e.abortedLocked(why, nil, false)
 		}
-		return r.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
+		return e.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
 	}
-	r.txn.aborts = 0
-	r.txnRetry = brokerRetry{}
+	e.txn.aborts = 0
+	e.retry = brokerRetry{}
 	// The transaction is committed: the changelogs hold every record of it. A failure to
 	// apply a store leaves it behind its changelog, which its next restore replays.
-	err = r.forEachTask(commit, func(t *task) error {
+	err = e.rt.forEachTask(commit, func(t *task) error {
 		if err := t.cl.Apply(prepared[t]); err != nil {
 			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
 		}
 		return nil
 	})
 	for _, t := range commit {
-		t.touched = false
 		t.committed()
-		delete(r.txn.stuck, t.id)
+		delete(e.txn.stuck, t.id)
 	}
 	for _, t := range partial {
-		t.committedEnded() // still touched: its Prepare and Apply come with a later commit
+		t.committedEnded() // still busy: its Prepare and Apply come with a later commit
 	}
 	if err != nil {
 		unhold()
 		return err
 	}
-	r.purge(offsets)
-	r.log.Debug("committed", "reason", why, "tasks", len(commit), "busy_tasks", len(partial), "partitions", len(offsets), "duration", time.Since(start))
-	if err := r.txn.sess.Begin(); err != nil {
+	e.rt.purge(offsets)
+	e.rt.log.Debug("committed", "reason", why.String(), "tasks", len(commit), "busy_tasks", len(partial), "partitions", len(offsets), "duration", time.Since(start))
+	if err := e.txn.sess.Begin(); err != nil {
 		unhold() // the reset stops the jobs, which may wait for the hold
-		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
+		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
-	r.txn.begun = time.Now()
-	r.txn.handed = r.producer.HandedOver()
+	e.txn.begun = time.Now()
+	e.txn.handed = e.rt.producer.HandedOver()
 	return nil
 }
 
@@ -386,16 +393,16 @@ func (r *Runtime) commitTxnLocked(ctx context.Context, why string) error {
 // the transaction would abort and its tasks revive, for nothing. A produce first waits out
 // the same state on its own (franz-go retries it), so only offsets-only transactions wait
 // here. A broker that cannot describe the transaction (kfake, an ACL) is not waited for.
-func (r *Runtime) awaitPreviousTxn(ctx context.Context) {
+func (e *exactlyOnce) awaitPreviousTxn(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, txnCompleteWait)
 	defer cancel()
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		described, err := r.adm.DescribeTransactions(ctx, r.txn.id)
+		described, err := e.rt.adm.DescribeTransactions(ctx, e.txn.id)
 		if err != nil {
-			r.log.Debug("cannot describe the transaction; committing without waiting for the previous one", "error", err)
+			e.rt.log.Debug("cannot describe the transaction; committing without waiting for the previous one", "error", err)
 			return
 		}
-		d, ok := described[r.txn.id]
+		d, ok := described[e.txn.id]
 		if !ok || d.Err != nil || !strings.HasPrefix(d.State, "Prepare") {
 			return
 		}
@@ -414,18 +421,18 @@ const txnCompleteWait = 5 * time.Second
 // transaction, and takes their results in. The broker aborts a transaction that stays open
 // past its timeout: a job that has not ended two thirds of the timeout after the transaction
 // began makes waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the
-// transaction, which stops it). The caller holds r.mu.
-func (r *Runtime) waitInTxn(tasks []*task) error {
-	limit := transactionTimeout(r.cfg.CommitInterval) * 2 / 3
+// transaction, which stops it). The caller holds e.rt.mu.
+func (e *exactlyOnce) waitInTxn(tasks []*task) error {
+	limit := transactionTimeout(e.rt.cfg.CommitInterval) * 2 / 3
 	for _, t := range tasks {
-		timer := time.NewTimer(time.Until(r.txn.begun.Add(limit)))
+		timer := time.NewTimer(time.Until(e.txn.begun.Add(limit)))
 		select {
 		case <-t.job.done:
 			timer.Stop()
 		case <-timer.C:
-			return &stuckInTxnError{task: t.id, since: r.txn.begun, limit: limit}
+			return &stuckInTxnError{task: t.id, since: e.txn.begun, limit: limit}
 		}
-		if err := r.finishJob(t); err != nil {
+		if err := e.rt.finishJob(t); err != nil {
 			return err
 		}
 	}
@@ -449,19 +456,19 @@ func (e *stuckInTxnError) Error() string {
 // (kgo.PreTxnCommitFnContext) when the tasks in commit commit: franz-go commits every polled
 // record, but records of busy tasks and held records are not committed yet (offsetFor). A
 // partition of the request without anything handed keeps its committed offset. It runs while
-// the caller holds r.mu.
-func (r *Runtime) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitRequest) error {
+// the caller holds e.rt.mu.
+func (e *exactlyOnce) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitRequest) error {
 	in := make(map[*task]bool, len(commit))
 	for _, t := range commit {
 		in[t] = true
 	}
-	committed := r.consumer.CommittedOffsets()
+	committed := e.rt.consumer.CommittedOffsets()
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]
 		for _, rt := range req.Topics {
 			parts := rt.Partitions[:0]
 			for _, p := range rt.Partitions {
-				o, ok := r.offsetFor(topicPartition{rt.Topic, p.Partition}, in)
+				o, ok := e.rt.offsetFor(topicPartition{rt.Topic, p.Partition}, in)
 				if !ok {
 					o, ok = committed[rt.Topic][p.Partition]
 				}
@@ -495,19 +502,19 @@ func txnContext() (context.Context, context.CancelFunc) {
 // only through the offsets it commits (TxnOffsetCommit): a transaction without any (a plugin's
 // statehost_init wrote; nothing was consumed) would otherwise commit even from a zombie that
 // lost its tasks. A heartbeat with the current generation does the check.
-func (r *Runtime) checkMembership(ctx context.Context) error {
-	if len(r.consumer.UncommittedOffsets()) > 0 {
+func (e *exactlyOnce) checkMembership(ctx context.Context) error {
+	if len(e.rt.consumer.UncommittedOffsets()) > 0 {
 		return nil
 	}
-	member, generation := r.consumer.GroupMetadata()
+	member, generation := e.rt.consumer.GroupMetadata()
 	if member == "" || generation < 0 {
 		return errNotMember
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
-	req.Group = r.cfg.ApplicationID
+	req.Group = e.rt.cfg.ApplicationID
 	req.MemberID = member
 	req.Generation = generation
-	resp, err := req.RequestWith(ctx, r.consumer)
+	resp, err := req.RequestWith(ctx, e.rt.consumer)
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
@@ -529,10 +536,10 @@ func isFenced(err error) bool {
 var errNotMember = errors.New("this instance is not a member of the group")
 
 // pendingRevocation reports whether a revocation or a loss waits in the inbox.
-func (r *Runtime) pendingRevocation() bool {
-	r.wakeMu.Lock()
-	defer r.wakeMu.Unlock()
-	for _, ev := range r.inbox {
+func (e *exactlyOnce) pendingRevocation() bool {
+	e.rt.wakeMu.Lock()
+	defer e.rt.wakeMu.Unlock()
+	for _, ev := range e.rt.inbox {
 		if ev.revoked {
 			return true
 		}
@@ -543,76 +550,76 @@ func (r *Runtime) pendingRevocation() bool {
 // endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
 // instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
-// they never wait for the loop. The caller holds r.mu.
+// they never wait for the loop. The caller holds e.rt.mu.
 //
 // It also returns whether partitions were revoked or lost since the last End (and clears that
 // flag): what made the session abort, when it did. A revocation reported after End returns
 // sets the flag again; its event waits in the inbox either way.
-func (r *Runtime) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg.TxnOffsetCommitRequest) error) (committed, rebalanced bool, err error) {
-	r.txn.blocked.Store(false)
-	r.consumer.AllowRebalance()
+func (e *exactlyOnce) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg.TxnOffsetCommitRequest) error) (committed, rebalanced bool, err error) {
+	e.txn.blocked.Store(false)
+	e.rt.consumer.AllowRebalance()
 	ctx, cancel := txnContext()
 	defer cancel()
 	if offsets != nil {
 		ctx = kgo.PreTxnCommitFnContext(ctx, offsets)
-		if try == kgo.TryCommit && r.producer.HandedOver() == r.txn.handed {
-			r.awaitPreviousTxn(ctx)
+		if try == kgo.TryCommit && e.rt.producer.HandedOver() == e.txn.handed {
+			e.awaitPreviousTxn(ctx)
 		}
 	}
-	committed, err = r.txn.sess.End(ctx, try)
-	rebalanced = r.txn.rebalanced.Swap(false)
+	committed, err = e.txn.sess.End(ctx, try)
+	rebalanced = e.txn.rebalanced.Swap(false)
 	return committed, rebalanced, err
 }
 
 // beginLocked begins the next transaction; when the producer cannot (it was fenced), the
-// session is replaced. The caller holds r.mu.
-func (r *Runtime) beginLocked(why string) error {
-	if err := r.txn.sess.Begin(); err != nil {
-		return r.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
+// session is replaced. The caller holds e.rt.mu.
+func (e *exactlyOnce) beginLocked(why commitReason) error {
+	if err := e.txn.sess.Begin(); err != nil {
+		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
-	r.txn.begun = time.Now()
+	e.txn.begun = time.Now()
 	return nil
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
-// holds r.mu.
-func (r *Runtime) abortLocked(why string, cause error, count bool) error {
-	r.stopTouchedJobs()
-	if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
-		return r.resetLocked(why, fmt.Errorf("abort the transaction (after: %w): %w", cause, err))
+// holds e.rt.mu.
+func (e *exactlyOnce) abortLocked(why commitReason, cause error, count bool) error {
+	e.stopJobs()
+	if _, _, err := e.endTxnLocked(kgo.TryAbort, nil); err != nil {
+		return e.resetLocked(why, fmt.Errorf("abort the transaction (after: %w): %w", cause, err))
 	}
-	return r.abortedLocked(why, cause, count)
+	return e.abortedLocked(why, cause, count)
 }
 
 // abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
 // consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
 // aborted it; count says whether cause is an error that must not repeat maxAbortsInARow times
-// (a fenced member is not: it rejoins). The caller holds r.mu.
-func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
+// (a fenced member is not: it rejoins). The caller holds e.rt.mu.
+func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) error {
 	if cause == nil {
-		r.metrics.txnAborts.WithLabelValues("rebalance").Inc()
+		e.rt.metrics.txnAborts.WithLabelValues("rebalance").Inc()
 	} else {
-		r.metrics.txnAborts.WithLabelValues("error").Inc()
+		e.rt.metrics.txnAborts.WithLabelValues("error").Inc()
 	}
 	switch {
 	case cause == nil:
-		r.log.Warn("transaction aborted", "reason", why, "cause", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
+		e.rt.log.Warn("transaction aborted", "reason", why.String(), "cause", "partitions revoked or lost since it began (a rebalance, or this instance was fenced)")
 	case count:
-		r.txn.aborts++
-		r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts)
+		e.txn.aborts++
+		e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause, "in_a_row", e.txn.aborts)
 	default:
-		r.log.Warn("transaction aborted", "reason", why, "error", cause)
+		e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause)
 	}
-	r.drainInbox() // the revoked and lost tasks close; the others revive
-	if r.closing {
+	e.rt.drainInbox() // the revoked and lost tasks close; the others revive
+	if e.rt.closing {
 		return nil // the shutdown closes every task
 	}
-	r.reviveLocked()
-	r.forgetHanded()
-	if count && r.txn.aborts >= maxAbortsInARow {
-		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
+	e.reviveLocked()
+	e.forgetHanded()
+	if count && e.txn.aborts >= maxAbortsInARow {
+		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", e.txn.aborts, why, cause)
 	}
-	return r.beginLocked(why)
+	return e.beginLocked(why)
 }
 
 // resetLocked replaces the transactional session after an error that leaves its producer
@@ -620,162 +627,162 @@ func (r *Runtime) abortedLocked(why string, cause error, count bool) error {
 // committed): every task closes without a commit, the consumer leaves the group, and a new
 // session joins it again with the same transactional id, which fences the old producer. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
-// Kafka Streams does after a TaskMigratedException. The caller holds r.mu.
+// Kafka Streams does after a TaskMigratedException. The caller holds e.rt.mu.
 //
 // A reset because the broker was out of reach (unavailable) does not count among the aborts in
 // a row: the new session is created again until the broker answers (rejoinLocked), and such
 // resets stop the runtime only once the broker has failed them for brokerRetryLimit since the
 // last commit.
-func (r *Runtime) resetLocked(why string, cause error) error {
+func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	outage := unavailable(cause)
 	if outage {
-		if _, ok := r.txnRetry.next(cause); !ok {
+		if _, ok := e.retry.next(cause); !ok {
 			return fmt.Errorf("runtime: the broker has been out of reach for %v since the last commit; the last transaction aborted (%s): %w",
-				time.Since(r.txnRetry.since).Round(time.Second), why, cause)
+				time.Since(e.retry.since).Round(time.Second), why, cause)
 		}
 	} else {
-		r.txn.aborts++
+		e.txn.aborts++
 	}
-	r.metrics.txnAborts.WithLabelValues("reset").Inc()
-	r.log.Warn("transaction aborted", "reason", why, "error", cause, "in_a_row", r.txn.aborts, "broker_unavailable", outage,
+	e.rt.metrics.txnAborts.WithLabelValues("reset").Inc()
+	e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause, "in_a_row", e.txn.aborts, "broker_unavailable", outage,
 		"action", "closing every task and rejoining the group with a new transactional producer")
 	switch {
-	case r.closing:
+	case e.rt.closing:
 		return fmt.Errorf("runtime: the last transaction aborted (%s): %w", why, cause)
-	case r.txn.aborts >= maxAbortsInARow:
-		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", r.txn.aborts, why, cause)
+	case e.txn.aborts >= maxAbortsInARow:
+		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", e.txn.aborts, why, cause)
 	}
-	aborts := r.txn.aborts
-	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
-	r.closeStandbys() // they were opened with the session's producer, which goes
-	r.purging.Lock()
-	r.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
-	r.consumer.AllowRebalance()
-	r.consumer.Close() // the callbacks only post events, which are dropped below
-	r.wakeMu.Lock()
-	r.inbox = nil
-	r.wakeMu.Unlock()
-	clear(r.assigned)
-	clear(r.paused)
-	clear(r.heldPaused)
-	if err := r.rejoinLocked(); err != nil {
+	aborts := e.txn.aborts
+	e.rt.closeTasks(slices.Collect(maps.Values(e.rt.tasks)))
+	e.rt.closeStandbys() // they were opened with the session's producer, which goes
+	e.rt.purging.Lock()
+	e.rt.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
+	e.rt.consumer.AllowRebalance()
+	e.rt.consumer.Close() // the callbacks only post events, which are dropped below
+	e.rt.wakeMu.Lock()
+	e.rt.inbox = nil
+	e.rt.wakeMu.Unlock()
+	clear(e.rt.assigned)
+	clear(e.rt.paused)
+	clear(e.rt.heldPaused)
+	if err := e.rejoinLocked(); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
 	}
-	r.txn.aborts = aborts
+	e.txn.aborts = aborts
 	return nil
 }
 
 // rejoinLocked creates the new transactional session of a reset. While the broker is out of
 // reach it tries again, with brokerRetry's backoff, for at most brokerRetryLimit, and until
-// Run's context ends. The caller holds r.mu.
-func (r *Runtime) rejoinLocked() error {
+// Run's context ends. The caller holds e.rt.mu.
+func (e *exactlyOnce) rejoinLocked() error {
 	var retry brokerRetry
 	for {
 		ctx, cancel := txnContext()
-		err := r.newConsumer(ctx)
+		err := e.rt.newConsumer(ctx)
 		cancel()
 		if err == nil {
 			if retry.attempts > 0 {
-				r.log.Info("rejoined the group with a new transactional producer", "attempts", retry.attempts+1,
+				e.rt.log.Info("rejoined the group with a new transactional producer", "attempts", retry.attempts+1,
 					"waited", time.Since(retry.since).Round(time.Millisecond))
 			}
 			return nil
 		}
 		wait, ok := retry.next(err)
-		if !ok || r.stopped() {
+		if !ok || e.rt.stopped() {
 			return err
 		}
-		r.log.Warn("cannot rejoin the group: the broker is out of reach or busy; retrying", "attempt", retry.attempts,
+		e.rt.log.Warn("cannot rejoin the group: the broker is out of reach or busy; retrying", "attempt", retry.attempts,
 			"retry_in", wait, "failing_for", time.Since(retry.since).Round(time.Millisecond), "error", err)
 		select {
 		case <-time.After(wait):
-		case <-r.stop:
+		case <-e.rt.stop:
 			return err
 		}
-		r.wakeMu.Lock()
-		r.inbox = nil // events of the failed session's client
-		r.wakeMu.Unlock()
+		e.rt.wakeMu.Lock()
+		e.rt.inbox = nil // events of the failed session's client
+		e.rt.wakeMu.Unlock()
 	}
 }
 
 // abortRebalanced aborts the (empty) transaction after a rebalance revoked or lost partitions,
 // before anything more is processed: the session would abort the next commit anyway. The
 // caller holds no lock.
-func (r *Runtime) abortRebalanced() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stopTouchedJobs()
-	if _, _, err := r.endTxnLocked(kgo.TryAbort, nil); err != nil {
-		return r.resetLocked("rebalance", fmt.Errorf("abort the transaction: %w", err))
+func (e *exactlyOnce) abortRebalanced() error {
+	e.rt.mu.Lock()
+	defer e.rt.mu.Unlock()
+	e.stopJobs()
+	if _, _, err := e.endTxnLocked(kgo.TryAbort, nil); err != nil {
+		return e.resetLocked(reasonRebalance, fmt.Errorf("abort the transaction: %w", err))
 	}
-	for _, t := range r.tasks {
-		if t.touched {
-			return r.abortedLocked("rebalance", nil, false)
+	for _, t := range e.rt.tasks {
+		if t.uncommitted() {
+			return e.abortedLocked(reasonRebalance, nil, false)
 		}
 	}
-	r.drainInbox()
-	r.forgetHanded()
-	return r.beginLocked("rebalance")
+	e.rt.drainInbox()
+	e.forgetHanded()
+	return e.beginLocked(reasonRebalance)
 }
 
-// stopTouchedJobs stops the jobs of the tasks that worked in the open transaction, before it
+// stopJobs stops every job (each worked in the open transaction) before the transaction
 // aborts: no record may reach the client while it ends, and those tasks are revived. The
-// caller holds r.mu.
-func (r *Runtime) stopTouchedJobs() {
-	for _, t := range r.tasks {
-		if t.touched && t.busy() {
-			r.stopJob(t)
+// caller holds e.rt.mu.
+func (e *exactlyOnce) stopJobs() {
+	for _, t := range e.rt.tasks {
+		if t.busy() {
+			e.rt.stopJob(t)
 		}
 	}
 }
 
 // forgetHanded forgets the records of the tasks' jobs since their last commit, and the records
 // held for them, after an aborted transaction: the session rewound the consumer to the
-// committed offsets, and those records come again. The caller holds r.mu.
-func (r *Runtime) forgetHanded() {
-	for _, t := range r.tasks {
+// committed offsets, and those records come again. The caller holds e.rt.mu.
+func (e *exactlyOnce) forgetHanded() {
+	for _, t := range e.rt.tasks {
 		t.first, t.held = nil, nil
 	}
 	resume := make(map[string][]int32)
-	for tp := range r.heldPaused {
-		if !r.paused[tp] && r.assigned[tp] {
+	for tp := range e.rt.heldPaused {
+		if !e.rt.paused[tp] && e.rt.assigned[tp] {
 			resume[tp.topic] = append(resume[tp.topic], tp.part)
 		}
 	}
-	clear(r.heldPaused)
+	clear(e.rt.heldPaused)
 	if len(resume) > 0 {
-		r.consumer.ResumeFetchPartitions(resume)
+		e.rt.consumer.ResumeFetchPartitions(resume)
 	}
 }
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction
 // and puts a fresh one in its place, to be restored and started again by the loop; their
-// input partitions stay paused until then. The caller holds r.mu.
-func (r *Runtime) reviveLocked() {
+// input partitions stay paused until then. The caller holds e.rt.mu.
+func (e *exactlyOnce) reviveLocked() {
 	var dead []*task
-	for _, t := range r.tasks {
-		if t.touched || t.failed {
+	for _, t := range e.rt.tasks {
+		if t.uncommitted() {
 			dead = append(dead, t)
 		}
 	}
-	r.closeTasks(dead)
+	e.rt.closeTasks(dead)
 	pause := make(map[string][]int32)
 	for _, t := range dead {
-		if !r.owned(t) {
+		if !e.rt.owned(t) {
 			continue
 		}
-		r.tasks[t.id] = &task{id: t.id, proc: t.proc, rt: r}
-		r.status.setState(t.id, "restoring")
+		e.rt.tasks[t.id] = &task{id: t.id, proc: t.proc, rt: e.rt}
+		e.rt.status.setState(t.id, "restoring")
 		for _, in := range t.proc.cfg.Inputs {
 			tp := topicPartition{in, t.id.part}
-			if r.assigned[tp] && !r.paused[tp] {
-				r.paused[tp] = true
+			if e.rt.assigned[tp] && !e.rt.paused[tp] {
+				e.rt.paused[tp] = true
 				pause[in] = append(pause[in], t.id.part)
 			}
 		}
-		r.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.proc, "partition", t.id.part)
+		e.rt.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.proc, "partition", t.id.part)
 	}
 	if len(pause) > 0 {
-		r.consumer.PauseFetchPartitions(pause)
+		e.rt.consumer.PauseFetchPartitions(pause)
 	}
 }
