@@ -97,7 +97,7 @@ type atLeastOnce struct{ rt *Runtime }
 func (a atLeastOnce) commit(ctx context.Context, why commitReason, only func(*task) bool) error {
 	r := a.rt
 	var dirty []*task
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.state == stateRunning && !t.busy() && !t.failed && t.uncommitted() && (only == nil || only(t)) {
 			dirty = append(dirty, t)
 		}

@@ -37,15 +37,15 @@ func TestCommitReasons(t *testing.T) {
 func TestUncommitted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		task task
+		task *task
 		want bool
 	}{
-		{"idle", task{}, false},
-		{"processed records", task{last: map[string]*kgo.Record{"in": {Offset: 3}}}, true},
-		{"a job runs", task{job: &job{}}, true},
-		{"failed", task{failed: true}, true},
-		{"a job was stopped", task{abandoned: true}, true},
-		{"committed", task{last: map[string]*kgo.Record{}}, false},
+		{"idle", &task{}, false},
+		{"processed records", &task{last: map[string]*kgo.Record{"in": {Offset: 3}}}, true},
+		{"a job runs", &task{job: &job{}}, true},
+		{"failed", &task{failed: true}, true},
+		{"a job was stopped", &task{abandoned: true}, true},
+		{"committed", &task{last: map[string]*kgo.Record{}}, false},
 	} {
 		if got := tc.task.uncommitted(); got != tc.want {
 			t.Errorf("%s: uncommitted() = %v, want %v", tc.name, got, tc.want)

@@ -83,11 +83,11 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	}
 	r.deployMu.Lock() // one deploy at a time
 	defer r.deployMu.Unlock()
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	res = DeployResult{Processor: name, Previous: p.version}
 	running := r.running
 	_, unswitched, _ := r.switchProgress(p, p.mod)
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	switch {
 	case !running:
 		return res, fmt.Errorf("%w: processor %s: the application is not running", ErrNotRunning, name)
@@ -110,12 +110,12 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	}
 	res.Version = ModuleVersion{Hash: mod.Hash(), Source: source, LoadedAt: time.Now()}
 
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	old := p.mod
 	prev := p.version
 	p.mod, p.version, p.previous, p.prevMod, p.switchErr = mod, res.Version, &prev, old, nil
 	r.retired = append(r.retired, old)
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
 
 	// Wait for the loop to switch every running task, or to go back.
@@ -124,22 +124,22 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r.mu.Lock()
+		r.tasks.mu.Lock()
 		n, left, serr := r.switchProgress(p, mod)
 		running := r.running
-		r.mu.Unlock()
+		r.tasks.mu.Unlock()
 		switch {
 		case serr != nil:
 			return res, fmt.Errorf("%w: processor %s: %w; its tasks go back to %s", ErrSwitchFailed, name, serr, short(prev.Hash))
 		case !running:
 			return res, fmt.Errorf("%w: processor %s: the application stopped during the switch", ErrNotRunning, name)
 		case left == 0:
-			r.mu.Lock()
+			r.tasks.mu.Lock()
 			if p.mod == mod {
 				p.prevMod = nil // every task runs mod: the previous module can close
 				r.closeRetired()
 			}
-			r.mu.Unlock()
+			r.tasks.mu.Unlock()
 			res.Tasks = n
 			r.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
 			return res, nil
@@ -153,12 +153,12 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 }
 
 // switchProgress returns how many running tasks of p run mod and how many do not; and the
-// error that made p go back to its previous module. The caller holds r.mu.
+// error that made p go back to its previous module. The caller holds r.tasks.mu.
 func (r *Runtime) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
 	if p.mod != mod {
 		return 0, 0, p.switchErr
 	}
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.proc == p && t.state == stateRunning && t.mod != nil {
 			if t.mod == mod {
 				done++
@@ -229,11 +229,11 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // Options.Workers at a time), each over its task's open stores. A task that cannot start its
 // processor's module keeps its instance; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
-// error. A busy task switches at a later boundary. The caller holds r.mu.
+// error. A busy task switches at a later boundary. The caller holds r.tasks.mu.
 func (r *Runtime) switchModules(ctx context.Context) {
 	defer r.closeRetired()
 	var due []*task
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		switch {
 		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.inst == nil || t.failed || t.mod == t.proc.mod:
 		case t.uncommitted(): // its work is not committed yet
@@ -284,7 +284,7 @@ func (r *Runtime) switchModules(ctx context.Context) {
 }
 
 // closeRetired closes the modules replaced by deploys that no processor and no task uses any
-// more. The caller holds r.mu.
+// more. The caller holds r.tasks.mu.
 func (r *Runtime) closeRetired() {
 	r.retired = slices.DeleteFunc(r.retired, func(mod *engine.Module) bool {
 		for _, p := range r.procs {
@@ -292,7 +292,7 @@ func (r *Runtime) closeRetired() {
 				return false
 			}
 		}
-		for _, t := range r.tasks {
+		for _, t := range r.tasks.active {
 			if t.mod == mod {
 				return false
 			}
@@ -305,12 +305,12 @@ func (r *Runtime) closeRetired() {
 // Processors returns each processor's module versions and how many of its running tasks run
 // the current one.
 func (r *Runtime) Processors() []ProcessorStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	return r.processorsLocked()
 }
 
-// processorsLocked is Processors with r.mu held.
+// processorsLocked is Processors with r.tasks.mu held.
 func (r *Runtime) processorsLocked() []ProcessorStatus {
 	out := make([]ProcessorStatus, 0, len(r.procs))
 	for _, p := range r.procs {

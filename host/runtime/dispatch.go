@@ -23,8 +23,8 @@ import (
 // stuck task's records), never their processing or their commits.
 //
 // A task with a job is busy: until the job ends, only the job's goroutine touches the task's
-// plugin instance, stores, poison guard and batch. The loop (and whatever holds r.mu) reads
-// only what r.mu guards (state, job, held, first, last, failed, abandoned), and leaves a busy
+// plugin instance, stores, poison guard and batch. The loop (and whatever holds r.tasks.mu) reads
+// only what r.tasks.mu guards (state, job, held, first, last, failed, abandoned), and leaves a busy
 // task out of module switches, punctuations and queries of its memory stores; a commit waits
 // for the jobs that started less than slowJob ago (settleJobs), and one left out commits as
 // soon as its job ends (owed). Records that arrive for a busy task are held (its input
@@ -51,7 +51,7 @@ type job struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time // when the loop started it
-	closed  bool      // the task is closing: its result is dropped (guarded by r.mu)
+	closed  bool      // the task is closing: its result is dropped (guarded by r.tasks.mu)
 	// cl and handOvers: the task's changelog task and its HandOvers when the job started
 	// (handedOver).
 	cl        *changelog.Task
@@ -69,11 +69,11 @@ func (r *Runtime) slowJob() time.Duration {
 	return min(max(r.cfg.CommitInterval, 100*time.Millisecond), time.Second)
 }
 
-// busy reports whether a job runs for t. The caller holds r.mu.
+// busy reports whether a job runs for t. The caller holds r.tasks.mu.
 func (t *task) busy() bool { return t.job != nil }
 
 // startJob starts a job for t: the batch recs, or its due punctuations when recs is nil. The
-// caller holds r.mu; t is not busy.
+// caller holds r.tasks.mu; t is not busy.
 func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
 	ctx, cancel := context.WithCancel(r.work)
 	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), started: time.Now(),
@@ -121,7 +121,7 @@ func (r *Runtime) jobEnded(t *task) {
 }
 
 // collectJobs takes in the ended jobs of the tasks (dispatchHeld starts their next ones). It
-// returns the first failure of a job. The caller holds r.mu.
+// returns the first failure of a job. The caller holds r.tasks.mu.
 func (r *Runtime) collectJobs() error {
 	r.wakeMu.Lock()
 	ended := r.ended
@@ -137,12 +137,12 @@ func (r *Runtime) collectJobs() error {
 }
 
 // dispatchHeld starts a job for each task that holds records and may start one
-// (dispatchable). The caller holds r.mu.
+// (dispatchable). The caller holds r.tasks.mu.
 func (r *Runtime) dispatchHeld() {
 	if r.quiescing() {
 		return
 	}
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if len(t.held) > 0 && r.dispatchable(t) {
 			r.startHeld(t)
 		}
@@ -154,7 +154,7 @@ func (r *Runtime) dispatchHeld() {
 // other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
 // take its records together, so that they are at the same record whenever none is busy, which
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
-// caller holds r.mu.
+// caller holds r.tasks.mu.
 func (r *Runtime) dispatchable(t *task) bool {
 	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
 		return false
@@ -164,7 +164,7 @@ func (r *Runtime) dispatchable(t *task) bool {
 	}
 	for topic := range t.held {
 		for _, p := range r.readers[topic] {
-			if u := r.tasks[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
+			if u := r.tasks.active[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
 				return false
 			}
 		}
@@ -174,14 +174,14 @@ func (r *Runtime) dispatchable(t *task) bool {
 
 // settled reports whether, under exactly-once, t may commit as far as the tasks that read its
 // input partitions with it go: none of them is busy or holds records of such a partition, so
-// that all are at the same record of it (dispatchable). The caller holds r.mu.
+// that all are at the same record of it (dispatchable). The caller holds r.tasks.mu.
 func (r *Runtime) settled(t *task) bool {
 	for _, topic := range t.proc.cfg.Inputs {
 		if !t.shares(topic) {
 			continue
 		}
 		for _, p := range r.readers[topic] {
-			u := r.tasks[taskID{p.cfg.Name, t.id.part}]
+			u := r.tasks.active[taskID{p.cfg.Name, t.id.part}]
 			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
 				return false
 			}
@@ -193,7 +193,7 @@ func (r *Runtime) settled(t *task) bool {
 // settleJobs, before a commit, takes in the jobs that have ended and waits for those that
 // started less than slowJob ago (a batch of normal length): the commit then leaves out only
 // the tasks that are really slow. It returns the first failure of a job. The caller holds
-// r.mu.
+// r.tasks.mu.
 func (r *Runtime) settleJobs() error {
 	return r.settle(nil)
 }
@@ -201,7 +201,7 @@ func (r *Runtime) settleJobs() error {
 // settle is settleJobs over the tasks for which only returns true (all when only is nil).
 func (r *Runtime) settle(only func(*task) bool) error {
 	limit := r.slowJob()
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		j := t.job
 		if j == nil || only != nil && !only(t) {
 			continue
@@ -224,12 +224,12 @@ func (r *Runtime) settle(only func(*task) bool) error {
 // youngJobsUntil reports whether jobs run that started less than slowJob ago, and how long
 // until the youngest of them has run that long. The caller holds no lock.
 func (r *Runtime) youngJobsUntil() (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	limit := r.slowJob()
 	var until time.Duration
 	found := false
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.job == nil {
 			continue
 		}
@@ -243,9 +243,9 @@ func (r *Runtime) youngJobsUntil() (time.Duration, bool) {
 // owedEnded reports whether a task left out of the last commit (it was busy) has ended its
 // job: it commits before it starts the next. The caller holds no lock.
 func (r *Runtime) owedEnded() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.tasks {
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
+	for _, t := range r.tasks.active {
 		if !t.owed {
 			continue
 		}
@@ -263,7 +263,7 @@ func (r *Runtime) owedEnded() bool {
 
 // finishJob takes in the result of t's ended job, once (it does nothing when t has no ended
 // job). A failed job fails the task and returns its error, unless the task was closing. The
-// caller holds r.mu.
+// caller holds r.tasks.mu.
 func (r *Runtime) finishJob(t *task) error {
 	j := t.job
 	if j == nil {
@@ -294,7 +294,7 @@ func (r *Runtime) finishJob(t *task) error {
 }
 
 // startHeld starts the next job of t with the records held for it, and resumes its input
-// partitions. The caller holds r.mu.
+// partitions. The caller holds r.tasks.mu.
 func (r *Runtime) startHeld(t *task) {
 	lists := make([][]*kgo.Record, 0, len(t.held))
 	for _, in := range t.proc.cfg.Inputs { // in the order of the inputs: deterministic
@@ -314,30 +314,30 @@ const maxHeld = 10000
 
 // hold keeps recs (records of the input partition topic of t) for t's next job, while a job
 // runs (or the task waits for its commit), and pauses that partition when it holds maxHeld
-// records, until they are handed on. The caller holds r.mu.
+// records, until they are handed on. The caller holds r.tasks.mu.
 func (r *Runtime) hold(t *task, topic string, recs []*kgo.Record) {
 	if t.held == nil {
 		t.held = make(map[string][]*kgo.Record)
 	}
 	t.held[topic] = append(t.held[topic], recs...)
 	tp := topicPartition{topic, t.id.part}
-	if len(t.held[topic]) >= maxHeld && !r.heldPaused[tp] {
-		r.heldPaused[tp] = true
+	if len(t.held[topic]) >= maxHeld && !r.tasks.heldPaused[tp] {
+		r.tasks.heldPaused[tp] = true
 		r.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
 	}
 }
 
 // resumeHeld resumes the input partitions of t paused by hold that no task holds records of
-// any more, unless they are paused for a restore. The caller holds r.mu.
+// any more, unless they are paused for a restore. The caller holds r.tasks.mu.
 func (r *Runtime) resumeHeld(t *task) {
 	resume := make(map[string][]int32)
 	for _, in := range t.proc.cfg.Inputs {
 		tp := topicPartition{in, t.id.part}
-		if !r.heldPaused[tp] || r.holdsAny(tp) {
+		if !r.tasks.heldPaused[tp] || r.tasks.holdsAny(tp) {
 			continue
 		}
-		delete(r.heldPaused, tp)
-		if !r.paused[tp] && r.assigned[tp] {
+		delete(r.tasks.heldPaused, tp)
+		if !r.tasks.paused[tp] && r.tasks.assigned[tp] {
 			resume[in] = append(resume[in], tp.part)
 		}
 	}
@@ -346,33 +346,13 @@ func (r *Runtime) resumeHeld(t *task) {
 	}
 }
 
-// holdsAny reports whether a task holds records of tp. The caller holds r.mu.
-func (r *Runtime) holdsAny(tp topicPartition) bool {
-	for _, p := range r.readers[tp.topic] {
-		if t := r.tasks[taskID{p.cfg.Name, tp.part}]; t != nil && len(t.held[tp.topic]) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // quiescing reports whether the loop starts no job now: under exactly-once while a rebalance
 // waits for the open work to commit.
 func (r *Runtime) quiescing() bool { return r.rebalanceWaits() }
 
-// anyBusy reports whether a job runs. The caller holds r.mu.
-func (r *Runtime) anyBusy() bool {
-	for _, t := range r.tasks {
-		if t.busy() {
-			return true
-		}
-	}
-	return false
-}
-
 // waitJobs waits for the jobs of tasks to end and takes their results in, canceling them
 // first when cancel is set; it returns the first failure of those not canceled. The caller
-// holds r.mu (the jobs never take it).
+// holds r.tasks.mu (the jobs never take it).
 func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
 	var first error
 	for _, t := range tasks {
@@ -394,7 +374,7 @@ func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
 // waitAllJobs is waitJobs over every busy task.
 func (r *Runtime) waitAllJobs(cancel bool) error {
 	var busy []*task
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.busy() {
 			busy = append(busy, t)
 		}
@@ -403,7 +383,7 @@ func (r *Runtime) waitAllJobs(cancel bool) error {
 }
 
 // stopJob cancels the job of t, which is closing, waits for it and drops its result. The
-// caller holds r.mu.
+// caller holds r.tasks.mu.
 func (r *Runtime) stopJob(t *task) {
 	j := t.job
 	if j == nil {
@@ -422,21 +402,21 @@ func isCanceled(err error) bool {
 }
 
 // committed forgets what t has committed: everything its jobs processed. The caller holds
-// r.mu.
+// r.tasks.mu.
 func (t *task) committed() {
 	t.first, t.last = nil, nil
 }
 
 // committedEnded forgets what the ended jobs of t, which is busy, processed: a commit took
 // them (commitTxnLocked); the first records of t are now those of its running job. The caller
-// holds r.mu.
+// holds r.tasks.mu.
 func (t *task) committedEnded() {
 	t.last, t.first = nil, nil
 	t.noteFirst(t.job.recs)
 }
 
 // noteFirst records, for each input of recs that t has no uncommitted record of yet, the
-// first of them (each input's records are in offset order). The caller holds r.mu.
+// first of them (each input's records are in offset order). The caller holds r.tasks.mu.
 func (t *task) noteFirst(recs []*kgo.Record) {
 	for _, kr := range recs {
 		if t.first == nil {
@@ -449,7 +429,7 @@ func (t *task) noteFirst(recs []*kgo.Record) {
 }
 
 // commitOffsets returns the offsets to commit for the input partitions that the tasks in
-// committing processed records of, once they have committed (offsetFor). The caller holds r.mu.
+// committing processed records of, once they have committed (offsetFor). The caller holds r.tasks.mu.
 func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.EpochOffset {
 	in := make(map[*task]bool, len(committing))
 	parts := make(map[topicPartition]bool)
@@ -476,7 +456,7 @@ func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.Epo
 // committing task processed, the first record a task is processing or processed without
 // committing it (a busy task, a failed one, one that commits later), and the first record held
 // for a task. Every task that reads tp is handed the same records, in the same order. It
-// reports false when no task constrains tp. The caller holds r.mu.
+// reports false when no task constrains tp. The caller holds r.tasks.mu.
 func (r *Runtime) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.EpochOffset, bool) {
 	var (
 		best  kgo.EpochOffset
@@ -488,7 +468,7 @@ func (r *Runtime) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.E
 		}
 	}
 	for _, p := range r.readers[tp.topic] {
-		t := r.tasks[taskID{p.cfg.Name, tp.part}]
+		t := r.tasks.active[taskID{p.cfg.Name, tp.part}]
 		if t == nil {
 			continue
 		}

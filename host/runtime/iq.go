@@ -318,8 +318,8 @@ func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.Sto
 	if !r.lockFor(ctx, memoryReadWait) {
 		return fmt.Errorf("%w: the loop has been busy (a restore?) for %v", errCopyBusy, memoryReadWait)
 	}
-	defer r.mu.Unlock()
-	t := r.tasks[taskID{p.cfg.Name, part}]
+	defer r.tasks.mu.Unlock()
+	t := r.tasks.active[taskID{p.cfg.Name, part}]
 	if t == nil || t.cl == nil {
 		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
 	}
@@ -333,10 +333,10 @@ func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.Sto
 // memoryReadWait bounds how long a query of a memory store waits for the loop.
 const memoryReadWait = 2 * time.Second
 
-// lockFor takes r.mu, waiting at most d.
+// lockFor takes r.tasks.mu, waiting at most d.
 func (r *Runtime) lockFor(ctx context.Context, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for !r.mu.TryLock() {
+	for !r.tasks.mu.TryLock() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}

@@ -30,9 +30,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	r.running = true // deploys are taken from now on
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
@@ -72,9 +72,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 			err = r.commitAll(work, why)
 			if err == nil {
 				// A commit boundary: tasks whose processor has a new module switch now.
-				r.mu.Lock()
+				r.tasks.mu.Lock()
 				r.switchModules(work)
-				r.mu.Unlock()
+				r.tasks.mu.Unlock()
 			}
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
@@ -86,9 +86,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err == nil && ctx.Err() != nil {
 		r.log.Info("stopping", "reason", context.Cause(ctx))
 	}
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	r.running = false // deploys are refused, and a deploy waiting for its switch gives up
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	return r.shutdown(err)
 }
 
@@ -180,8 +180,8 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 	if fatal != nil {
 		return fatal
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	if err := r.collectJobs(); err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 			return
 		}
 		for _, p := range r.readers[fp.Topic] {
-			t := r.tasks[taskID{p.cfg.Name, fp.Partition}]
+			t := r.tasks.active[taskID{p.cfg.Name, fp.Partition}]
 			if t == nil || t.state != stateRunning {
 				// Partitions are paused until all their tasks run, and a poll never returns
 				// records of a paused partition: this is a bug, and processing on would skip
@@ -280,13 +280,13 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 // wall-clock ones, and stream-time ones due without a batch (a new instance whose stream time
 // was restored); and it reports the writes their window stores dropped.
 func (r *Runtime) punctuateAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	if r.quiescing() {
 		return
 	}
 	r.dispatchHeld() // records held while a job ran, a commit was owed or a rebalance waited
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if len(t.held) > 0 || !r.dispatchable(t) {
 			continue
 		}
@@ -299,11 +299,11 @@ func (r *Runtime) punctuateAll() {
 
 // nextWallPunctuation returns when the earliest wall-clock punctuation of a running task is due.
 func (r *Runtime) nextWallPunctuation() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	var next time.Time
 	found := false
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
 			continue
 		}
@@ -316,9 +316,9 @@ func (r *Runtime) nextWallPunctuation() (time.Time, bool) {
 
 // needsCommit reports whether a task asks for an early commit.
 func (r *Runtime) needsCommit() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.tasks {
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
+	for _, t := range r.tasks.active {
 		if t.cl != nil && t.state == stateRunning && !t.busy() && t.cl.NeedsCommit() {
 			return true
 		}
@@ -350,13 +350,13 @@ func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
 // tasks, then purges repartition topics; under exactly-once it commits the open transaction.
 // The caller holds no lock.
 func (r *Runtime) commitAll(ctx context.Context, why commitReason) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	if err := r.settleJobs(); err != nil {
 		return err
 	}
 	err := r.committer.commit(ctx, why, nil)
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		t.owed = t.busy() // left out: it commits as soon as its job ends
 	}
 	return err
@@ -406,8 +406,8 @@ func (r *Runtime) purge(committed map[string]map[int32]kgo.EpochOffset) {
 // so far (their checkpoints follow each applied batch; memory stores start again) and the
 // ones still assigned resume in the next round.
 func (r *Runtime) restorePending(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	r.drainInbox()
 	r.syncStandbys(ctx)
 	r.probeWarmups()
@@ -424,7 +424,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		return nil
 	}
 	r.restoreRetryAt = time.Time{}
-	if r.eos != nil && r.hasAssignedLocked() {
+	if r.eos != nil && r.tasks.restoring() {
 		// Exactly-once: no restore with work in the open transaction. A restore may take
 		// longer than the transaction timeout, and rebalances wait for the work to commit.
 		if err := r.eos.commit(context.WithoutCancel(ctx), reasonRestore, nil); err != nil {
@@ -435,7 +435,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		r.syncStandbys(ctx)
 	}
 	var pending []*task
-	for _, t := range r.tasks {
+	for _, t := range r.tasks.active {
 		if t.state == stateAssigned {
 			pending = append(pending, t)
 		}
@@ -468,7 +468,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		return nil
 	}
 
-	// A revocation that is waiting for r.mu cancels nothing yet: restore nothing then, and
+	// A revocation that is waiting for r.tasks.mu cancels nothing yet: restore nothing then, and
 	// let it run.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -506,23 +506,11 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		if err := t.startPlugin(context.WithoutCancel(ctx)); err != nil { // a stop request waits for the init
 			return err
 		}
-		t.state = stateRunning
-		r.status.setState(t.id, "running")
-		r.local.setRunning(t.id, true)
+		r.tasks.started(t)
 		r.log.Info("task running", "processor", t.id.proc, "partition", t.id.part)
 	}
 	r.syncPauses()
 	return nil
-}
-
-// hasAssignedLocked reports whether a task waits to be restored. The caller holds r.mu.
-func (r *Runtime) hasAssignedLocked() bool {
-	for _, t := range r.tasks {
-		if t.state == stateAssigned {
-			return true
-		}
-	}
-	return false
 }
 
 // shutdown commits and closes every task, then leaves the group. cause is the error that
@@ -530,16 +518,16 @@ func (r *Runtime) hasAssignedLocked() bool {
 func (r *Runtime) shutdown(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r.mu.Lock()
-	r.closing = true
+	r.tasks.mu.Lock()
+	r.tasks.closing = true
 	// A stop request lets the jobs finish, to commit them; a failure stops them.
 	if err := r.waitAllJobs(cause != nil); err != nil && cause == nil {
 		cause = err
 	}
 	cause = r.committer.stop(ctx, cause)
-	r.closeTasks(slices.Collect(maps.Values(r.tasks)))
+	r.closeTasks(slices.Collect(maps.Values(r.tasks.active)))
 	r.closeStandbys()
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
 	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the
 	// background may use the consumer: it finishes first.

@@ -223,9 +223,9 @@ processor "count" {
 		}
 	}()
 	began := time.Now()
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	err = r.eos.rejoinLocked()
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	b = <-restarted
 	if b == nil {
 		t.Fatal("the broker did not start again")
@@ -253,9 +253,9 @@ processor "count" {
 	r.stop = stop
 	time.AfterFunc(300*time.Millisecond, func() { close(stop) })
 	began = time.Now()
-	r.mu.Lock()
+	r.tasks.mu.Lock()
 	err = r.eos.rejoinLocked()
-	r.mu.Unlock()
+	r.tasks.mu.Unlock()
 	if err == nil || !unavailable(err) || time.Since(began) > 2*time.Second {
 		t.Errorf("rejoin after a stop request: %v after %v; want the broker's error at once", err, time.Since(began))
 	}

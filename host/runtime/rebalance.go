@@ -11,11 +11,11 @@ import (
 // The group calls these callbacks from its own goroutine, and only while the loop is not
 // between a poll and its AllowRebalance (kgo.BlockRebalanceOnPoll): a revocation never meets a
 // half-processed batch. It can meet a restore, which it cancels before it takes the task
-// table (r.mu).
+// table (r.tasks.mu).
 
 // onAssigned pauses the new partitions (their tasks must restore first) and leaves them in
 // the inbox for the loop, which opens and restores the tasks. It stays quick and never takes
-// r.mu, which a restore holds.
+// r.tasks.mu, which a restore holds.
 func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	if len(assigned) == 0 {
 		return
@@ -80,9 +80,9 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	}
 	r.beginRevocation()
 	defer r.endRevocation()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
+	if r.tasks.closing {
 		return
 	}
 	r.drainInbox()
@@ -119,16 +119,16 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	}
 	r.beginRevocation()
 	defer r.endRevocation()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
+	if r.tasks.closing {
 		return
 	}
 	r.drainInbox()
 	for topic, parts := range lost {
 		for _, p := range parts {
 			for _, proc := range r.readers[topic] {
-				if t := r.tasks[taskID{proc.cfg.Name, p}]; t != nil {
+				if t := r.tasks.active[taskID{proc.cfg.Name, p}]; t != nil {
 					t.last = nil // nothing of it may be committed now
 				}
 			}
@@ -149,7 +149,7 @@ func readsAny(t *task, tps map[string][]int32) bool {
 }
 
 // beginRevocation stops a restore in progress, and keeps the loop from starting one until
-// endRevocation: the callback is about to wait for r.mu.
+// endRevocation: the callback is about to wait for r.tasks.mu.
 func (r *Runtime) beginRevocation() {
 	r.wakeMu.Lock()
 	r.revoking++
@@ -177,17 +177,17 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 	for topic, parts := range tps {
 		for _, p := range parts {
 			tp := topicPartition{topic, p}
-			delete(r.assigned, tp)
-			delete(r.paused, tp)
-			delete(r.heldPaused, tp)
+			delete(r.tasks.assigned, tp)
+			delete(r.tasks.paused, tp)
+			delete(r.tasks.heldPaused, tp)
 		}
 	}
 	if len(tps) > 0 {
 		cl.ResumeFetchPartitions(tps)
 	}
 	var gone []*task
-	for _, t := range r.tasks {
-		if !r.owned(t) {
+	for _, t := range r.tasks.active {
+		if !r.tasks.owned(t) {
 			gone = append(gone, t)
 		}
 	}
@@ -196,7 +196,7 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 
 // closeTasks closes tasks in parallel, dropping their uncommitted writes, and forgets them. A
 // busy task's job is stopped first (its records are not committed), and the records held for
-// it are dropped. The caller holds r.mu.
+// it are dropped. The caller holds r.tasks.mu.
 func (r *Runtime) closeTasks(tasks []*task) {
 	for _, t := range tasks {
 		r.stopJob(t)
@@ -209,7 +209,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 		if t.failed {
 			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
 		}
-		if t.cl != nil || r.sb.tasks[t.id] == nil { // else its standby holds the state
+		if t.cl != nil || r.tasks.standby[t.id] == nil { // else its standby holds the state
 			var cps map[string]int64
 			if t.cl != nil {
 				cps = checkpoints(t.cl)
@@ -222,29 +222,14 @@ func (r *Runtime) closeTasks(tasks []*task) {
 		return nil
 	})
 	for _, t := range tasks {
-		delete(r.tasks, t.id)
-		if r.sb.tasks[t.id] != nil {
-			r.status.setState(t.id, "standby") // never opened: its standby goes on
-		} else {
-			r.status.remove(t.id)
-		}
+		r.tasks.closed(t)
 		r.log.Info("task closed", "processor", t.id.proc, "partition", t.id.part)
 	}
 }
 
-// owned reports whether at least one input partition of t is assigned.
-func (r *Runtime) owned(t *task) bool {
-	for _, in := range t.proc.cfg.Inputs {
-		if r.assigned[topicPartition{in, t.id.part}] {
-			return true
-		}
-	}
-	return false
-}
-
 // drainInbox applies the group events that the callbacks handed over, in order: assigned
 // partitions become tasks waiting for restore; revoked or lost ones (exactly-once) close the
-// tasks that no longer own an input, without a commit. The caller holds r.mu.
+// tasks that no longer own an input, without a commit. The caller holds r.tasks.mu.
 func (r *Runtime) drainInbox() {
 	r.wakeMu.Lock()
 	inbox := r.inbox
@@ -263,14 +248,11 @@ func (r *Runtime) drainInbox() {
 		for topic, parts := range ev.partitions {
 			for _, p := range parts {
 				tp := topicPartition{topic, p}
-				r.assigned[tp] = true
-				r.paused[tp] = true
+				r.tasks.assigned[tp] = true
+				r.tasks.paused[tp] = true
 				for _, proc := range r.readers[topic] {
-					id := taskID{proc.cfg.Name, p}
-					if r.tasks[id] == nil {
-						r.tasks[id] = &task{id: id, proc: proc, rt: r}
-						r.status.setState(id, "restoring")
-						r.local.opened(id)
+					if id := (taskID{proc.cfg.Name, p}); r.tasks.active[id] == nil {
+						r.tasks.assign(id, proc, r)
 					}
 				}
 			}
@@ -283,16 +265,16 @@ func (r *Runtime) drainInbox() {
 // transactional session drops a second revocation before the transaction ends). Such a task
 // may be behind what another owner committed meanwhile: it must restore before it processes
 // again. If it worked in the open transaction, that transaction must abort. The caller holds
-// r.mu.
+// r.tasks.mu.
 func (r *Runtime) dropStale(assigned map[string][]int32) {
 	var stale []*task
 	for topic, parts := range assigned {
 		for _, p := range parts {
-			if !r.assigned[topicPartition{topic, p}] {
+			if !r.tasks.assigned[topicPartition{topic, p}] {
 				continue
 			}
 			for _, proc := range r.readers[topic] {
-				if t := r.tasks[taskID{proc.cfg.Name, p}]; t != nil && !slices.Contains(stale, t) {
+				if t := r.tasks.active[taskID{proc.cfg.Name, p}]; t != nil && !slices.Contains(stale, t) {
 					stale = append(stale, t)
 				}
 			}
@@ -310,19 +292,19 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 	r.closeTasks(stale)
 }
 
-// syncPauses resumes the assigned partitions whose tasks all run. The caller holds r.mu.
+// syncPauses resumes the assigned partitions whose tasks all run. The caller holds r.tasks.mu.
 func (r *Runtime) syncPauses() {
 	resume := make(map[string][]int32)
-	for tp := range r.paused {
+	for tp := range r.tasks.paused {
 		ready := true
 		for _, proc := range r.readers[tp.topic] {
-			if t := r.tasks[taskID{proc.cfg.Name, tp.part}]; t == nil || t.state != stateRunning {
+			if t := r.tasks.active[taskID{proc.cfg.Name, tp.part}]; t == nil || t.state != stateRunning {
 				ready = false
 			}
 		}
 		if ready {
-			delete(r.paused, tp)
-			if !r.heldPaused[tp] { // else it resumes when its held records are handed on
+			delete(r.tasks.paused, tp)
+			if !r.tasks.heldPaused[tp] { // else it resumes when its held records are handed on
 				resume[tp.topic] = append(resume[tp.topic], tp.part)
 			}
 		}

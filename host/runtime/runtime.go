@@ -174,26 +174,18 @@ type Runtime struct {
 
 	unitTopicsOnce sync.Once
 	unitTopics     map[string]string                 // processor -> the topic that stands for its units in owners
-	versions       atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.mu
+	versions       atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.tasks.mu
 	versionsAt     time.Time                         // when versions was stored (guarded by mu)
 	consumer       *kgo.Client
 	committer      committer    // atLeastOnce, or eos
 	eos            *exactlyOnce // the committer under exactly-once; nil under at-least-once
 
-	// mu guards the task table and the offsets. The loop holds it while it restores,
-	// processes and commits; the rebalance callbacks hold it while they commit and close.
-	mu       sync.Mutex
-	tasks    map[taskID]*task
-	assigned map[topicPartition]bool
-	paused   map[topicPartition]bool
-	closing  bool
+	tasks *taskTable // the tasks, their input partitions, and the lock of both (tasks.go)
 
 	// Jobs (dispatch.go): work is the context of every job (Run's, never canceled by a stop
-	// request); slots holds a place per running job, Options.Workers at most; heldPaused are
-	// the input partitions paused while records of them are held for a busy task.
-	work       context.Context
-	slots      chan struct{}
-	heldPaused map[topicPartition]bool
+	// request); slots holds a place per running job, Options.Workers at most.
+	work  context.Context
+	slots chan struct{}
 
 	restoreRetryAt time.Time       // when tasks wait to be restored again (after a retriable error); zero: none
 	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
@@ -238,14 +230,9 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		log:      opts.Logger.Named("runtime"),
 		readers:  make(map[string][]*processor),
 		outParts: make(map[string]int32),
-		tasks:    make(map[taskID]*task),
-		assigned: make(map[topicPartition]bool),
-		paused:   make(map[topicPartition]bool),
 		status:   newStatusBoard(),
-
-		heldPaused: make(map[topicPartition]bool),
-		sb:         standbys{tasks: map[taskID]*changelog.Task{}},
 	}
+	r.tasks = newTaskTable(r.readers, r.status)
 	r.metrics = newMetrics(r.status)
 	if cfg.Guarantee == config.ExactlyOnce {
 		r.eos = &exactlyOnce{rt: r}
@@ -277,6 +264,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	r.local = newLocalState(r.procs)
 	r.local.markers = cfg.Guarantee == config.ExactlyOnce
+	r.tasks.local = r.local
 	held, err := r.stores.LocalTasks()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
@@ -663,7 +651,7 @@ func unavailable(err error) bool {
 // retryRestoreLater decides about a restore that failed with err: when the broker is out of
 // reach or busy, and has been for less than brokerRetryLimit, the tasks wait for their next
 // restore (after a backoff) and it returns true; otherwise the restore's error stops the
-// runtime. The caller holds r.mu.
+// runtime. The caller holds r.tasks.mu.
 func (r *Runtime) retryRestoreLater(err error) bool {
 	wait, ok := r.restoreRetry.next(err)
 	if !ok {

@@ -25,7 +25,7 @@ import (
 // partitions (onAssigned): a standby whose task the same assignment makes active here stays
 // open until its task arrives.
 //
-// The loop owns the standby tasks (under r.mu): syncStandbys opens and closes them to match
+// The loop owns the standby tasks (under r.tasks.mu): syncStandbys opens and closes them to match
 // the assignment, and restarts the follower over the new set. The follower goroutine owns
 // their stores while it runs.
 
@@ -34,7 +34,6 @@ type standbys struct {
 	want    map[taskID]bool // the latest assignment's standbys, warmups included
 	warmups map[taskID]bool // the latest assignment's warmups
 	active  map[taskID]bool // the latest assignment's active tasks
-	tasks   map[taskID]*changelog.Task
 
 	cancel  context.CancelFunc // stops the follower; nil when none runs
 	done    chan error         // the follower's result
@@ -86,7 +85,7 @@ func hasLoggedStore(p *processor) bool {
 	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
 }
 
-// applyStandbyEvent takes a standby assignment in the loop. The caller holds r.mu.
+// applyStandbyEvent takes a standby assignment in the loop. The caller holds r.tasks.mu.
 func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
 	sb := &r.sb
 	if !maps.Equal(sb.warmups, ev.warmups) {
@@ -100,18 +99,18 @@ func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
 
 // syncStandbys makes the open standby tasks match the assignment, minus the tasks that are
 // active here, hands the standbys of tasks that became active here to them, and (re)starts
-// the follower when the set changed or it stopped. The caller holds r.mu.
+// the follower when the set changed or it stopped. The caller holds r.tasks.mu.
 func (r *Runtime) syncStandbys(ctx context.Context) {
 	sb := &r.sb
 	want := make(map[taskID]bool, len(sb.want))
 	for id := range sb.want {
-		if r.tasks[id] == nil {
+		if r.tasks.active[id] == nil {
 			want[id] = true
 		}
 	}
 	handover := false
-	for id := range sb.tasks {
-		if t := r.tasks[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+	for id := range r.tasks.standby {
+		if t := r.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
 			handover = true
 		} else if sb.active[id] && t == nil {
 			want[id] = true // its partitions are on their way (onAssigned): it stays open
@@ -124,9 +123,9 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 		default:
 		}
 	}
-	same := len(want) == len(sb.tasks)
+	same := len(want) == len(r.tasks.standby)
 	for id := range want {
-		same = same && sb.tasks[id] != nil
+		same = same && r.tasks.standby[id] != nil
 	}
 	if same && sb.cancel == nil && len(want) > 0 && time.Now().Before(sb.retryAt) {
 		return // the follower restarts after its retry time
@@ -140,22 +139,21 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 	}
 	sb.retryAt = time.Time{}
 	r.stopFollower()
-	for id, cl := range sb.tasks {
+	for id, cl := range r.tasks.standby {
 		if want[id] {
 			continue
 		}
-		if t := r.tasks[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+		if t := r.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
 			// Active here now: the task takes the standby's open stores over, memory stores
 			// included, and its restore applies only what the standby had not.
-			delete(sb.tasks, id)
-			t.cl = cl
+			r.tasks.promote(id)
 			r.log.Info("standby task promoted to active", "processor", id.proc, "partition", id.part)
 			continue
 		}
 		r.closeStandby(id, cl)
 	}
 	for _, id := range slices.SortedFunc(maps.Keys(want), compareTaskID) {
-		if sb.tasks[id] != nil || !sb.want[id] {
+		if r.tasks.standby[id] != nil || !sb.want[id] {
 			continue // open, or kept open only until its active task arrives
 		}
 		cl, err := r.openStandby(id)
@@ -166,14 +164,14 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 			sb.retryAt = time.Now().Add(time.Second)
 			continue
 		}
-		sb.tasks[id] = cl
+		r.tasks.openedStandby(id, cl)
 	}
-	if len(sb.tasks) == 0 {
+	if len(r.tasks.standby) == 0 {
 		return
 	}
-	cls := make([]*changelog.Task, 0, len(sb.tasks))
-	for _, id := range slices.SortedFunc(maps.Keys(sb.tasks), compareTaskID) {
-		cls = append(cls, sb.tasks[id])
+	cls := make([]*changelog.Task, 0, len(r.tasks.standby))
+	for _, id := range slices.SortedFunc(maps.Keys(r.tasks.standby), compareTaskID) {
+		cls = append(cls, r.tasks.standby[id])
 	}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -183,7 +181,7 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 }
 
 // followerStopped handles the follower's end on its own (a fetch failed, a changelog was
-// truncated): it restarts after a second. The caller holds r.mu.
+// truncated): it restarts after a second. The caller holds r.tasks.mu.
 func (r *Runtime) followerStopped(err error) {
 	r.sb.cancel()
 	r.sb.cancel, r.sb.done = nil, nil
@@ -192,14 +190,14 @@ func (r *Runtime) followerStopped(err error) {
 	// The tasks stay open (memory stores keep what they applied) and the next sync restarts
 	// the follower over them, from their checkpoints (a truncated changelog wipes its store
 	// then); a task whose stores failed closes, and reopens clean.
-	for id, cl := range r.sb.tasks {
+	for id, cl := range r.tasks.standby {
 		if cl.StoreTask().Err() != nil {
 			r.closeStandby(id, cl)
 		}
 	}
 }
 
-// stopFollower stops the follower and waits for it. The caller holds r.mu.
+// stopFollower stops the follower and waits for it. The caller holds r.tasks.mu.
 func (r *Runtime) stopFollower() {
 	if r.sb.cancel == nil {
 		return
@@ -225,32 +223,26 @@ func (r *Runtime) openStandby(id taskID) (*changelog.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.local.opened(id)
-	r.status.setState(id, "standby")
 	r.log.Info("standby task opened", "processor", id.proc, "partition", id.part)
 	return cl, nil
 }
 
 // closeStandby closes a standby task (the follower is stopped) and records what it keeps.
 func (r *Runtime) closeStandby(id taskID, cl *changelog.Task) {
-	delete(r.sb.tasks, id)
 	cps := checkpoints(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cl.Close(ctx); err != nil {
 		r.log.Warn("closing a standby task", "processor", id.proc, "partition", id.part, "error", err)
 	}
-	r.local.closed(id, cps)
-	if r.tasks[id] == nil {
-		r.status.remove(id)
-	}
+	r.tasks.closedStandby(id, cps)
 	r.log.Info("standby task closed", "processor", id.proc, "partition", id.part)
 }
 
-// closeStandbys stops the follower and closes every standby task (shutdown). The caller holds r.mu.
+// closeStandbys stops the follower and closes every standby task (shutdown). The caller holds r.tasks.mu.
 func (r *Runtime) closeStandbys() {
 	r.stopFollower()
-	for id, cl := range r.sb.tasks {
+	for id, cl := range r.tasks.standby {
 		r.closeStandby(id, cl)
 	}
 }
@@ -291,12 +283,12 @@ const warmupAskInterval = 10 * time.Second
 // probeWarmups asks for a rebalance when every warmup of this member has caught up (lag <=
 // acceptable_recovery_lag, against the high watermarks its standby fetches saw), so that the
 // leader moves their tasks here; and, caught up or not, every probing_rebalance_interval while
-// it has warmups (Kafka Streams' probing rebalances). The caller holds r.mu.
+// it has warmups (Kafka Streams' probing rebalances). The caller holds r.tasks.mu.
 func (r *Runtime) probeWarmups() {
 	sb := &r.sb
 	caughtUp, pending := true, 0
 	for id := range sb.warmups {
-		if r.tasks[id] != nil {
+		if r.tasks.active[id] != nil {
 			continue // active here already
 		}
 		pending++
@@ -332,10 +324,10 @@ const cleanupInterval = 30 * time.Second
 func (r *Runtime) cleanupEvery() time.Duration { return min(cleanupInterval, r.cfg.StateCleanupDelay) }
 
 // cleanupState deletes the local state of tasks that were neither active nor standby here for
-// state_cleanup_delay. The caller holds r.mu.
+// state_cleanup_delay. The caller holds r.tasks.mu.
 func (r *Runtime) cleanupState() {
 	for id, since := range r.local.idleSince() {
-		if time.Since(since) < r.cfg.StateCleanupDelay || r.tasks[id] != nil || r.sb.tasks[id] != nil {
+		if time.Since(since) < r.cfg.StateCleanupDelay || r.tasks.holds(id) {
 			continue
 		}
 		if err := r.stores.DeleteTask(store.TaskID{Processor: id.proc, Partition: id.part}); err != nil {
@@ -360,8 +352,8 @@ func describeTasks(ids map[taskID]bool) []string {
 // nextStandbyWork returns when the loop next has standby work without records: a retry of the
 // standbys, a probe of the warmups, a look for state to delete.
 func (r *Runtime) nextStandbyWork() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
 	next := r.cleanedAt.Add(r.cleanupEvery())
 	if !r.sb.retryAt.IsZero() && r.sb.retryAt.Before(next) {
 		next = r.sb.retryAt

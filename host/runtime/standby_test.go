@@ -86,9 +86,9 @@ func standbysCaughtUp(rts ...*Runtime) int {
 	for p := range int32(3) {
 		id := taskID{"count", p}
 		for _, rt := range rts {
-			rt.mu.Lock()
-			open := rt.sb.tasks[id] != nil
-			rt.mu.Unlock()
+			rt.tasks.mu.Lock()
+			open := rt.tasks.standby[id] != nil
+			rt.tasks.mu.Unlock()
 			// Under exactly-once a transaction's commit marker follows its last record.
 			if lag, known := rt.local.lag(id); open && known && lag <= 1 {
 				n++

@@ -193,9 +193,9 @@ func (e *exactlyOnce) onRebalanceBlocked(st *txnState) {
 // openWork reports whether a task worked since the last transaction ended. The caller holds
 // no lock.
 func (e *exactlyOnce) openWork() bool {
-	e.rt.mu.Lock()
-	defer e.rt.mu.Unlock()
-	for _, t := range e.rt.tasks {
+	e.rt.tasks.mu.Lock()
+	defer e.rt.tasks.mu.Unlock()
+	for _, t := range e.rt.tasks.active {
 		if t.uncommitted() {
 			return true
 		}
@@ -206,7 +206,7 @@ func (e *exactlyOnce) openWork() bool {
 // commitTxnLocked commits the open transaction: every task that worked in it has its records
 // acknowledged (changelog.Task.Prepare), the session commits the input offsets and the
 // transaction, then the tasks apply their stores and checkpoints. An aborted transaction
-// revives its tasks. The caller holds e.rt.mu.
+// revives its tasks. The caller holds e.rt.tasks.mu.
 //
 // A busy task does not hold the commit back (decision note 20261201_task_jobs.md): what its
 // running job writes and emits is still queued in it, so the transaction holds only the
@@ -223,7 +223,7 @@ func (e *exactlyOnce) openWork() bool {
 // transaction ends, so that none slips in after these checks.
 func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) error {
 	var touched []*task // the tasks that worked in the transaction
-	for _, t := range e.rt.tasks {
+	for _, t := range e.rt.tasks.active {
 		if t.uncommitted() {
 			touched = append(touched, t)
 		}
@@ -421,7 +421,7 @@ const txnCompleteWait = 5 * time.Second
 // transaction, and takes their results in. The broker aborts a transaction that stays open
 // past its timeout: a job that has not ended two thirds of the timeout after the transaction
 // began makes waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the
-// transaction, which stops it). The caller holds e.rt.mu.
+// transaction, which stops it). The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) waitInTxn(tasks []*task) error {
 	limit := transactionTimeout(e.rt.cfg.CommitInterval) * 2 / 3
 	for _, t := range tasks {
@@ -456,7 +456,7 @@ func (e *stuckInTxnError) Error() string {
 // (kgo.PreTxnCommitFnContext) when the tasks in commit commit: franz-go commits every polled
 // record, but records of busy tasks and held records are not committed yet (offsetFor). A
 // partition of the request without anything handed keeps its committed offset. It runs while
-// the caller holds e.rt.mu.
+// the caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitRequest) error {
 	in := make(map[*task]bool, len(commit))
 	for _, t := range commit {
@@ -550,7 +550,7 @@ func (e *exactlyOnce) pendingRevocation() bool {
 // endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
 // instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
-// they never wait for the loop. The caller holds e.rt.mu.
+// they never wait for the loop. The caller holds e.rt.tasks.mu.
 //
 // It also returns whether partitions were revoked or lost since the last End (and clears that
 // flag): what made the session abort, when it did. A revocation reported after End returns
@@ -572,7 +572,7 @@ func (e *exactlyOnce) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg
 }
 
 // beginLocked begins the next transaction; when the producer cannot (it was fenced), the
-// session is replaced. The caller holds e.rt.mu.
+// session is replaced. The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) beginLocked(why commitReason) error {
 	if err := e.txn.sess.Begin(); err != nil {
 		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
@@ -582,7 +582,7 @@ func (e *exactlyOnce) beginLocked(why commitReason) error {
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
-// holds e.rt.mu.
+// holds e.rt.tasks.mu.
 func (e *exactlyOnce) abortLocked(why commitReason, cause error, count bool) error {
 	e.stopJobs()
 	if _, _, err := e.endTxnLocked(kgo.TryAbort, nil); err != nil {
@@ -594,7 +594,7 @@ func (e *exactlyOnce) abortLocked(why commitReason, cause error, count bool) err
 // abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
 // consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
 // aborted it; count says whether cause is an error that must not repeat maxAbortsInARow times
-// (a fenced member is not: it rejoins). The caller holds e.rt.mu.
+// (a fenced member is not: it rejoins). The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) error {
 	if cause == nil {
 		e.rt.metrics.txnAborts.WithLabelValues("rebalance").Inc()
@@ -611,7 +611,7 @@ func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) e
 		e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause)
 	}
 	e.rt.drainInbox() // the revoked and lost tasks close; the others revive
-	if e.rt.closing {
+	if e.rt.tasks.closing {
 		return nil // the shutdown closes every task
 	}
 	e.reviveLocked()
@@ -627,7 +627,7 @@ func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) e
 // committed): every task closes without a commit, the consumer leaves the group, and a new
 // session joins it again with the same transactional id, which fences the old producer. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
-// Kafka Streams does after a TaskMigratedException. The caller holds e.rt.mu.
+// Kafka Streams does after a TaskMigratedException. The caller holds e.rt.tasks.mu.
 //
 // A reset because the broker was out of reach (unavailable) does not count among the aborts in
 // a row: the new session is created again until the broker answers (rejoinLocked), and such
@@ -647,13 +647,13 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause, "in_a_row", e.txn.aborts, "broker_unavailable", outage,
 		"action", "closing every task and rejoining the group with a new transactional producer")
 	switch {
-	case e.rt.closing:
+	case e.rt.tasks.closing:
 		return fmt.Errorf("runtime: the last transaction aborted (%s): %w", why, cause)
 	case e.txn.aborts >= maxAbortsInARow:
 		return fmt.Errorf("runtime: %d transactions in a row aborted, the last one (%s): %w", e.txn.aborts, why, cause)
 	}
 	aborts := e.txn.aborts
-	e.rt.closeTasks(slices.Collect(maps.Values(e.rt.tasks)))
+	e.rt.closeTasks(slices.Collect(maps.Values(e.rt.tasks.active)))
 	e.rt.closeStandbys() // they were opened with the session's producer, which goes
 	e.rt.purging.Lock()
 	e.rt.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
@@ -662,9 +662,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	e.rt.wakeMu.Lock()
 	e.rt.inbox = nil
 	e.rt.wakeMu.Unlock()
-	clear(e.rt.assigned)
-	clear(e.rt.paused)
-	clear(e.rt.heldPaused)
+	e.rt.tasks.forgetPartitions()
 	if err := e.rejoinLocked(); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
 	}
@@ -674,7 +672,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 
 // rejoinLocked creates the new transactional session of a reset. While the broker is out of
 // reach it tries again, with brokerRetry's backoff, for at most brokerRetryLimit, and until
-// Run's context ends. The caller holds e.rt.mu.
+// Run's context ends. The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) rejoinLocked() error {
 	var retry brokerRetry
 	for {
@@ -709,13 +707,13 @@ func (e *exactlyOnce) rejoinLocked() error {
 // before anything more is processed: the session would abort the next commit anyway. The
 // caller holds no lock.
 func (e *exactlyOnce) abortRebalanced() error {
-	e.rt.mu.Lock()
-	defer e.rt.mu.Unlock()
+	e.rt.tasks.mu.Lock()
+	defer e.rt.tasks.mu.Unlock()
 	e.stopJobs()
 	if _, _, err := e.endTxnLocked(kgo.TryAbort, nil); err != nil {
 		return e.resetLocked(reasonRebalance, fmt.Errorf("abort the transaction: %w", err))
 	}
-	for _, t := range e.rt.tasks {
+	for _, t := range e.rt.tasks.active {
 		if t.uncommitted() {
 			return e.abortedLocked(reasonRebalance, nil, false)
 		}
@@ -727,9 +725,9 @@ func (e *exactlyOnce) abortRebalanced() error {
 
 // stopJobs stops every job (each worked in the open transaction) before the transaction
 // aborts: no record may reach the client while it ends, and those tasks are revived. The
-// caller holds e.rt.mu.
+// caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) stopJobs() {
-	for _, t := range e.rt.tasks {
+	for _, t := range e.rt.tasks.active {
 		if t.busy() {
 			e.rt.stopJob(t)
 		}
@@ -738,18 +736,18 @@ func (e *exactlyOnce) stopJobs() {
 
 // forgetHanded forgets the records of the tasks' jobs since their last commit, and the records
 // held for them, after an aborted transaction: the session rewound the consumer to the
-// committed offsets, and those records come again. The caller holds e.rt.mu.
+// committed offsets, and those records come again. The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) forgetHanded() {
-	for _, t := range e.rt.tasks {
+	for _, t := range e.rt.tasks.active {
 		t.first, t.held = nil, nil
 	}
 	resume := make(map[string][]int32)
-	for tp := range e.rt.heldPaused {
-		if !e.rt.paused[tp] && e.rt.assigned[tp] {
+	for tp := range e.rt.tasks.heldPaused {
+		if !e.rt.tasks.paused[tp] && e.rt.tasks.assigned[tp] {
 			resume[tp.topic] = append(resume[tp.topic], tp.part)
 		}
 	}
-	clear(e.rt.heldPaused)
+	clear(e.rt.tasks.heldPaused)
 	if len(resume) > 0 {
 		e.rt.consumer.ResumeFetchPartitions(resume)
 	}
@@ -757,10 +755,10 @@ func (e *exactlyOnce) forgetHanded() {
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction
 // and puts a fresh one in its place, to be restored and started again by the loop; their
-// input partitions stay paused until then. The caller holds e.rt.mu.
+// input partitions stay paused until then. The caller holds e.rt.tasks.mu.
 func (e *exactlyOnce) reviveLocked() {
 	var dead []*task
-	for _, t := range e.rt.tasks {
+	for _, t := range e.rt.tasks.active {
 		if t.uncommitted() {
 			dead = append(dead, t)
 		}
@@ -768,15 +766,14 @@ func (e *exactlyOnce) reviveLocked() {
 	e.rt.closeTasks(dead)
 	pause := make(map[string][]int32)
 	for _, t := range dead {
-		if !e.rt.owned(t) {
+		if !e.rt.tasks.owned(t) {
 			continue
 		}
-		e.rt.tasks[t.id] = &task{id: t.id, proc: t.proc, rt: e.rt}
-		e.rt.status.setState(t.id, "restoring")
+		e.rt.tasks.revive(t)
 		for _, in := range t.proc.cfg.Inputs {
 			tp := topicPartition{in, t.id.part}
-			if e.rt.assigned[tp] && !e.rt.paused[tp] {
-				e.rt.paused[tp] = true
+			if e.rt.tasks.assigned[tp] && !e.rt.tasks.paused[tp] {
+				e.rt.tasks.paused[tp] = true
 				pause[in] = append(pause[in], t.id.part)
 			}
 		}
