@@ -24,36 +24,46 @@ type UntimedMetrics interface {
 	Untimed()
 }
 
-// metered reports every operation to a Metrics hook; it changes nothing else.
-type metered struct {
-	inner Store
+// meter reports operations of one store to a Metrics hook, reading the clock only when the
+// hook uses durations. The metered layers of every store kind share it.
+type meter struct {
 	name  string
 	m     Metrics
 	timed bool // m uses durations (it is not an UntimedMetrics)
 }
 
-var _ Store = (*metered)(nil)
-
-func newMetered(inner Store, name string, m Metrics) *metered {
+func newMeter(name string, m Metrics) meter {
 	_, untimed := m.(UntimedMetrics)
-	return &metered{inner: inner, name: name, m: m, timed: !untimed}
+	return meter{name: name, m: m, timed: !untimed}
 }
 
 // start reads the clock when durations are observed.
-func (s *metered) start() time.Time {
-	if s.timed {
+func (m *meter) start() time.Time {
+	if m.timed {
 		return time.Now()
 	}
 	return time.Time{}
 }
 
 // observe reports an operation begun at t0.
-func (s *metered) observe(op Op, t0 time.Time, err error) {
+func (m *meter) observe(op Op, t0 time.Time, err error) {
 	var took time.Duration
-	if s.timed {
+	if m.timed {
 		took = time.Since(t0)
 	}
-	s.m.Observe(s.name, op, took, err)
+	m.m.Observe(m.name, op, took, err)
+}
+
+// metered reports every operation to a Metrics hook; it changes nothing else.
+type metered struct {
+	meter
+	inner Store
+}
+
+var _ Store = (*metered)(nil)
+
+func newMetered(inner Store, name string, m Metrics) *metered {
+	return &metered{meter: newMeter(name, m), inner: inner}
 }
 
 func (s *metered) Get(key []byte) ([]byte, bool, error) {
