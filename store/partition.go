@@ -38,7 +38,7 @@ type Partition struct {
 	logID   [16]byte
 
 	win       *windowed    // window and session stores only
-	windows   *windowStore // window and session stores only
+	windows   *windowStore // window and session stores only: the face of the top of their stack
 	savedTime int64        // pebble only: the stream time stored with the partition; NoTime when none
 }
 

@@ -133,7 +133,7 @@ type Options struct {
 	Backend Backend
 	// Changelog, when not nil, receives every write (the logging layer). Default nil: the store is not logged, is not fault-tolerant and loses its state with its disk.
 	Changelog ChangeLogger
-	// Coalesce, when true, keeps the writes of a commit interval in a cache so that only the last value of each key reaches the layers below (and the changelog) at the commit. Default false: every write is passed down at once.
+	// Coalesce, when true, keeps the writes of a commit interval in a cache so that only the last value of each key reaches the layers below (and the changelog) at the commit. Default false: every write is passed down at once. Key-value stores only: window and session stores refuse it (see planLayers).
 	Coalesce bool
 	// Metrics, when not nil, observes every operation (the metered layer). Default nil: no metered layer.
 	Metrics Metrics

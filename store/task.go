@@ -135,16 +135,21 @@ func (t *Task) Open(name string, o Options) (Store, error) {
 	if o.Kind != KeyValue {
 		return nil, fmt.Errorf("store: task %s store %q: Open opens key-value stores, not %s stores", t.id, name, o.Kind)
 	}
+	plan, err := planLayers(KeyValue, o)
+	if err != nil {
+		return nil, fmt.Errorf("store: task %s store %q: %w", t.id, name, err)
+	}
 	p, err := t.open(name, o)
 	if err != nil {
 		return nil, err
 	}
-	p.top = t.build(p, o)
+	p.top = t.buildKeyValue(p, plan)
 	return p.top, nil
 }
 
-// OpenWindow opens the window store called name (o.Kind Window, o.Window its spec). It is
-// metered when o.Metrics is set and logged when o.Changelog is set; it cannot coalesce.
+// OpenWindow opens the window store called name (o.Kind Window, o.Window its spec), with
+// the layers of every store: metered (when o.Metrics is set) -> logging (when o.Changelog is
+// set) -> the windows over pebble | memory. It cannot coalesce.
 func (t *Task) OpenWindow(name string, o Options) (WindowStore, error) {
 	s, err := t.openWindowed(name, o, Window)
 	if err != nil {
@@ -167,8 +172,9 @@ func (t *Task) openWindowed(name string, o Options, k Kind) (*windowStore, error
 	if o.Kind != k {
 		return nil, fmt.Errorf("store: task %s store %q: opening a %s store with Options.Kind %s", t.id, name, k, o.Kind)
 	}
-	if o.Coalesce {
-		return nil, fmt.Errorf("store: task %s store %q: %s stores cannot coalesce", t.id, name, k)
+	plan, err := planLayers(k, o)
+	if err != nil {
+		return nil, fmt.Errorf("store: task %s store %q: %w", t.id, name, err)
 	}
 	spec := o.Window
 	if err := spec.validate(k); err != nil {
@@ -179,9 +185,8 @@ func (t *Task) openWindowed(name string, o Options, k Kind) (*windowStore, error
 	if err != nil {
 		return nil, err
 	}
-	ws := &windowStore{p: p, w: p.win, base: p.base, del: p.base.(rangeDeleter), log: o.Changelog, metrics: o.Metrics}
-	p.windows = ws
-	return ws, nil
+	p.windows = t.buildWindowed(p, plan)
+	return p.windows, nil
 }
 
 // open opens the partition of the store called name, without its layers.
@@ -233,23 +238,6 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 	t.parts[name] = p
 	t.order = append(t.order, p)
 	return p, nil
-}
-
-// build stacks the layers of a store partition over its base.
-func (t *Task) build(p *Partition, o Options) Store {
-	var s Store = p.base
-	if o.Changelog != nil {
-		s = &logging{inner: s, log: o.Changelog}
-	}
-	if o.Coalesce {
-		c := newCoalescing(t, p.name, s)
-		t.caches = append(t.caches, c)
-		s = c
-	}
-	if o.Metrics != nil {
-		s = newMetered(s, p.name, o.Metrics)
-	}
-	return s
 }
 
 // Store returns the layered key-value Store opened under name, or nil.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 )
 
 // Kind is the type of a store partition.
@@ -298,33 +297,19 @@ type rangeDeleter interface {
 	deleteRange(lo, hi []byte) error
 }
 
-// windowStore implements WindowStore and SessionStore over a partition's base store.
-type windowStore struct {
-	p       *Partition
-	w       *windowed
-	base    Store
-	del     rangeDeleter
-	log     ChangeLogger
-	metrics Metrics
-	buf     []byte
-}
-
-var (
-	_ WindowStore  = (*windowStore)(nil)
-	_ SessionStore = (*sessionStore)(nil)
-)
-
-// sessionStore is the SessionStore face of a windowStore.
-type sessionStore struct{ s *windowStore }
-
-func (s *windowStore) observe(op Op, t0 time.Time, err error) {
-	if s.metrics != nil {
-		s.metrics.Observe(s.p.name, op, time.Since(t0), err)
-	}
+// windowBase is the inner store of a window or session store's stack: the time logic
+// (segments, grace, expiry) over the partition's base store. Its layers are stacked over it
+// by the builder (builder.go).
+type windowBase struct {
+	p    *Partition
+	w    *windowed
+	base Store
+	del  rangeDeleter
+	buf  []byte
 }
 
 // expire deletes the segments expired at the task's stream time.
-func (s *windowStore) expire() error {
+func (s *windowBase) expire() error {
 	hi, ok := s.w.dropSegments(s.p.t.time)
 	if !ok {
 		return nil
@@ -336,13 +321,7 @@ func (s *windowStore) expire() error {
 }
 
 // write puts or deletes (value nil) the window or session (t1, t2) of key.
-func (s *windowStore) write(key []byte, t1, t2 int64, value []byte) (stored bool, err error) {
-	t0 := time.Now()
-	op := OpPut
-	if value == nil {
-		op = OpDelete
-	}
-	defer func() { s.observe(op, t0, err) }()
+func (s *windowBase) write(key []byte, t1, t2 int64, value []byte) (stored bool, err error) {
 	if err := s.p.t.check(); err != nil {
 		return false, err
 	}
@@ -371,21 +350,10 @@ func (s *windowStore) write(key []byte, t1, t2 int64, value []byte) (stored bool
 	} else {
 		err = s.base.Put(s.buf, value)
 	}
-	if err != nil || s.log == nil {
-		return err == nil, err
-	}
-	ck := ChangelogKey(s.w.kind, key, t1, t2)
-	if value == nil {
-		err = s.log.LogDelete(ck)
-	} else {
-		err = s.log.LogPut(ck, value)
-	}
 	return err == nil, err
 }
 
-func (s *windowStore) get(key []byte, t1, t2 int64) (v []byte, found bool, err error) {
-	t0 := time.Now()
-	defer func() { s.observe(OpGet, t0, err) }()
+func (s *windowBase) get(key []byte, t1, t2 int64) (v []byte, found bool, err error) {
 	if err := s.p.t.check(); err != nil {
 		return nil, false, err
 	}
@@ -396,61 +364,9 @@ func (s *windowStore) get(key []byte, t1, t2 int64) (v []byte, found bool, err e
 	return s.base.Get(s.buf)
 }
 
-// Spec implements WindowStore.
-func (s *windowStore) Spec() WindowSpec { return s.w.spec }
-
-// Spec implements SessionStore.
-func (ss *sessionStore) Spec() WindowSpec { return ss.s.w.spec }
-
-// Put implements WindowStore.
-func (s *windowStore) Put(key []byte, start int64, value []byte) (bool, error) {
-	return s.write(key, start, 0, value)
-}
-
-// Get implements WindowStore.
-func (s *windowStore) Get(key []byte, start int64) ([]byte, bool, error) { return s.get(key, start, 0) }
-
-// Fetch implements WindowStore.
-func (s *windowStore) Fetch(key []byte, from, to int64) (WindowIterator, error) {
-	return s.scan(append([]byte{}, key...), from, to, math.MaxInt64)
-}
-
-// FetchAll implements WindowStore.
-func (s *windowStore) FetchAll(from, to int64) (WindowIterator, error) {
-	return s.scan(nil, from, to, math.MaxInt64)
-}
-
-// Put implements SessionStore.
-func (ss *sessionStore) Put(key []byte, start, end int64, value []byte) (bool, error) {
-	if start > end {
-		return false, fmt.Errorf("%w: [%d, %d]", ErrBadWindow, start, end)
-	}
-	return ss.s.write(key, end, start, value)
-}
-
-// Get implements SessionStore.
-func (ss *sessionStore) Get(key []byte, start, end int64) ([]byte, bool, error) {
-	if start > end {
-		return nil, false, nil
-	}
-	return ss.s.get(key, end, start)
-}
-
-// Find implements SessionStore.
-func (ss *sessionStore) Find(key []byte, earliestEnd, latestStart int64) (WindowIterator, error) {
-	return ss.s.scan(append([]byte{}, key...), earliestEnd, math.MaxInt64, latestStart)
-}
-
-// FindAll implements SessionStore.
-func (ss *sessionStore) FindAll(earliestEnd, latestEnd int64) (WindowIterator, error) {
-	return ss.s.scan(nil, earliestEnd, latestEnd, math.MaxInt64)
-}
-
 // scan opens an iterator over the entries whose first time (window start, session end) is
 // in [lo, hi] and whose session start is <= maxStart, for one key or (key nil) all keys.
-func (s *windowStore) scan(key []byte, lo, hi, maxStart int64) (it WindowIterator, err error) {
-	t0 := time.Now()
-	defer func() { s.observe(OpRange, t0, err) }()
+func (s *windowBase) scan(key []byte, lo, hi, maxStart int64) (WindowIterator, error) {
 	if err := s.p.t.check(); err != nil {
 		return nil, err
 	}
@@ -469,7 +385,7 @@ func (s *windowStore) scan(key []byte, lo, hi, maxStart int64) (it WindowIterato
 // segment: for one key only its slot in each segment, so a fetch costs what it returns
 // plus two seeks per live segment.
 type segIter struct {
-	s             *windowStore
+	s             *windowBase
 	key           []byte // nil: all keys
 	lo, hi        int64
 	maxStart      int64
