@@ -26,7 +26,7 @@ type StoreSpec struct {
 	LoggingDisabled bool
 	// TopicConfigs are the store's changelog topic configs (they win over app-wide configs and cleanup.policy=compact). Default none.
 	TopicConfigs map[string]string
-	// Coalesce sends only the last value of each key within a commit to the changelog (Kafka Streams' record cache). Default false: every write is mirrored.
+	// Coalesce sends only the last value of each key within a commit to the changelog (Kafka Streams' record cache). Default false: every write is mirrored. Key-value stores only: OpenTask fails for a window or session store that asks for it.
 	Coalesce bool
 	// Metrics observes the store's operations. Default nil: no metered layer.
 	Metrics store.Metrics
