@@ -19,9 +19,9 @@ type hostFunction struct {
 // hostFunctions lists the statehost host module; abi.Signatures gives the parameters.
 //
 // Every function validates each pointer and length against the caller's memory and answers
-// bad input with a negative code: none of them panics on guest input. Views of guest memory
-// (api.Memory.Read) are handed only to callees that copy or do not keep them (Store); what
-// an Emitter receives is copied first.
+// bad input with a negative code: none of them panics on guest input. What each copies and
+// what it passes on as a view of guest memory is stated once, in the package doc ("Copies
+// and views of guest memory").
 func hostFunctions() []hostFunction {
 	return []hostFunction{
 		{abi.FuncStoreOpen, hostStoreOpen},
@@ -85,7 +85,7 @@ func (c *call) i32(i int) int32 { return api.DecodeI32(c.stack[i]) }
 func (c *call) i64(i int) int64 { return int64(c.stack[i]) }
 
 // bytes returns the guest memory region (pointer i, length i+1) without copying: a view,
-// valid until the guest runs again. The length must be >= 0.
+// valid only until the host function returns (package doc). The length must be >= 0.
 func (c *call) bytes(i int) []byte {
 	if c.code != abi.CodeOK {
 		return nil
@@ -212,7 +212,7 @@ func hostStatePut(c call) int32 {
 	if !c.writeFits(s, "state_put", len(key), len(value)) {
 		return abi.CodeLimit
 	}
-	// The store copies key and value: views of guest memory are safe here.
+	// Views of guest memory: the store copies key and value (package doc).
 	if value == nil {
 		if err := s.store.Delete(key); err != nil {
 			return c.in.storeFailed(s, "delete", err)
@@ -246,8 +246,8 @@ func hostStateRange(c call) int32 {
 	if c.code != abi.CodeOK {
 		return c.code
 	}
-	// The bounds are views of guest memory, which can change once the guest runs again:
-	// give the store copies (it may keep them for the iterator's life).
+	// The bounds are views of guest memory, and the store may keep them for the iterator's
+	// life: give it copies (package doc).
 	return c.in.openIterator(s, h, "range", func() (Iterator, error) { return s.store.Range(clone(start), clone(end)) })
 }
 

@@ -112,7 +112,7 @@ func hostEmit(c call) int32 {
 	if !c.emitFits(out, len(key), len(value), rec.Headers) {
 		return abi.CodeLimit // the output's limit, or the record's emit budget (limits.go)
 	}
-	// Key and value are views of guest memory: the Emitter copies what it keeps.
+	// Key and value stay views of guest memory; the headers are copies (package doc).
 	rec.Key, rec.Value = key, value
 	if err := in.task.Emitter.Emit(c.ctx, rec); err != nil {
 		in.hostFailed(ErrEmit, fmt.Errorf("output %q: %w", rec.Topic, err))
