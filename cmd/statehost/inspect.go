@@ -26,6 +26,7 @@ import (
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/kafkalog"
+	"github.com/statehost/statehost/restore"
 	"github.com/statehost/statehost/store"
 )
 
@@ -124,9 +125,9 @@ type inspectChangelog struct {
 	// (CheckpointFrom "database") or the task's .checkpoint file ("file"); nil without one.
 	Checkpoint     *int64 `json:"checkpoint"`
 	CheckpointFrom string `json:"checkpoint_from,omitempty"`
-	// Lag is how many records a restore of the partition would read now: from the checkpoint,
-	// or from the log start without a usable one. Under exactly_once the transaction marker
-	// that ends the partition is not counted. Nil when the offsets are not known.
+	// Lag is the changelog lag (restore.Lag) of a restore of the partition now: from the
+	// checkpoint, or from the log start without a usable one. Nil when the offsets are not
+	// known.
 	Lag  *int64 `json:"lag"`
 	Note string `json:"note,omitempty"`
 }
@@ -333,7 +334,7 @@ func lagOf(r *inspectChangelog, exactlyOnce bool, backend string) {
 		return
 	}
 	start, end := *r.StartOffset, *r.EndOffset
-	from := start
+	var position int64 // no usable checkpoint: from the log start
 	switch {
 	case r.Checkpoint == nil:
 	case *r.Checkpoint >= end:
@@ -341,13 +342,13 @@ func lagOf(r *inspectChangelog, exactlyOnce bool, backend string) {
 	case *r.Checkpoint+1 < start:
 		note("checkpoint before the log start (truncated): a restore starts over")
 	default:
-		from = *r.Checkpoint + 1
+		position = *r.Checkpoint + 1
 	}
-	lag := end - from
-	if exactlyOnce && lag > 0 {
-		lag-- // the marker of the last transaction is not a record
+	var markers int64
+	if exactlyOnce {
+		markers = 1 // the commit marker that ends the partition
 	}
-	r.Lag = ptr(max(lag, 0))
+	r.Lag = ptr(restore.Lag(start, end, position, markers))
 }
 
 // readTaskDirs adds the task directories of rep.StateDir and their checkpoint files; it

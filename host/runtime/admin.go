@@ -21,8 +21,8 @@ type TaskStatus struct {
 	Processor string `json:"processor"`
 	Partition int32  `json:"partition"`
 	State     string `json:"state"` // "restoring", "running" or "standby"
-	// Lag is how many changelog records this copy of the task's stores is behind the ends
-	// last seen (0 for a running task, which writes them; -1 when not known yet).
+	// Lag is the changelog lag (restore.Lag) of this copy of the task's stores, summed, against
+	// the ends last seen (0 for a running task, which writes them; -1 when not known yet).
 	Lag      int64         `json:"lag"`
 	Restores []StoreStatus `json:"restores,omitempty"`
 }
@@ -36,8 +36,8 @@ type StoreStatus struct {
 	Total       int64  `json:"total"`      // end_offset - start_offset: the records at most to apply
 	Restored    int64  `json:"restored"`   // records applied so far
 	Done        bool   `json:"done"`
-	// Lag is how far this copy of the store is behind the changelog end last seen, in
-	// offsets (0 once a restore is done: the running task writes the changelog).
+	// Lag is the changelog lag (restore.Lag) of this copy of the store, against the changelog
+	// end last seen (0 once a restore is done: the running task writes the changelog).
 	Lag int64 `json:"lag"`
 	// Rate is the records applied per second since the restore began; ETASeconds the time
 	// left at that rate (offsets, so an upper bound: compaction and markers leave gaps), -1
@@ -60,8 +60,17 @@ type Status struct {
 // statusBoard keeps the state of the tasks and their restores for the admin endpoint. It is a
 // restore.Listener.
 type statusBoard struct {
-	mu    sync.Mutex
-	tasks map[taskID]*TaskStatus
+	mu      sync.Mutex
+	tasks   map[taskID]*TaskStatus
+	markers bool // exactly-once: a commit marker ends each changelog; set before use
+}
+
+// lagMarkers is the markers argument of restore.Lag for one changelog partition.
+func (b *statusBoard) lagMarkers() int64 {
+	if b.markers {
+		return 1
+	}
+	return 0
 }
 
 func newStatusBoard() *statusBoard { return &statusBoard{tasks: make(map[taskID]*TaskStatus)} }
@@ -139,7 +148,7 @@ func (b *statusBoard) snapshot() []TaskStatus {
 				s.Rate = float64(s.Restored) / secs
 			}
 			if !s.Done {
-				s.Lag = max(s.EndOffset-s.position, 0)
+				s.Lag = restore.Lag(0, s.EndOffset, s.position, b.lagMarkers())
 			}
 			switch left := max(s.EndOffset-s.position, 0); {
 			case s.Done || left == 0:

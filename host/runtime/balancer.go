@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/restore"
 )
 
 // taskBalancer is the group balancer of statehost: it assigns whole tasks, not topic
@@ -331,11 +332,11 @@ func (l unitLags) of(s memberState, u unit) int64 {
 		if ok && off == offsetRunning {
 			continue
 		}
-		behind := l.ends[id] - max(off, 0)
+		var markers int64
 		if l.markers {
-			behind -= l.marks[id]
+			markers = l.marks[id]
 		}
-		lag += max(behind, 0)
+		lag += restore.Lag(0, l.ends[id], off, markers) // off: 0 without a report
 	}
 	return lag
 }

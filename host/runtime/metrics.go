@@ -415,7 +415,7 @@ var (
 	tasksDesc = prometheus.NewDesc("statehost_tasks",
 		"Tasks of this instance per state: restoring, running, standby.", []string{"state"}, nil)
 	remainingDesc = prometheus.NewDesc("statehost_restore_remaining_records",
-		"Changelog end offset minus the position of the restore or standby of the store partition (offsets: transaction markers and compacted gaps count); 0 once an active restore is done.",
+		"Changelog lag of the restore or standby of the store partition: its changelog's end offset minus the position restored to, without the commit marker that ends it under exactly_once (offsets: other transaction markers and compacted gaps count); 0 once an active restore is done.",
 		[]string{"store", "partition"}, nil)
 )
 
@@ -440,11 +440,12 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
 	}
+	markers := c.board.lagMarkers()
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	for k, p := range c.m.progress {
 		if present[taskID{p.processor, k.partition}] {
-			ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(max(p.end-p.pos, 0)), k.store, p.partition)
+			ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(restore.Lag(0, p.end, p.pos, markers)), k.store, p.partition)
 		}
 	}
 }

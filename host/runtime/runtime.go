@@ -234,6 +234,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.metrics = newMetrics(r.status)
+	r.status.markers = cfg.Guarantee == config.ExactlyOnce
 	if cfg.Guarantee == config.ExactlyOnce {
 		r.eos = &exactlyOnce{rt: r}
 		r.committer = r.eos

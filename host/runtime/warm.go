@@ -202,11 +202,11 @@ func (s *localState) lag(id taskID) (lag int64, known bool) {
 		if st == nil || st.end < 0 {
 			return 0, false
 		}
-		behind := st.end - (st.offset + 1)
+		var markers int64
 		if s.markers {
-			behind--
+			markers = 1
 		}
-		lag += max(behind, 0)
+		lag += restore.Lag(0, st.end, st.offset+1, markers)
 	}
 	return lag, true
 }
