@@ -110,14 +110,14 @@ func (a atLeastOnce) commit(ctx context.Context, why commitReason, only func(*ta
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	// 1-2. Each task: its records acknowledged, then its batch and checkpoint applied.
-	err := r.forEachTask(dirty, func(t *task) error {
+	err := r.jobs.forEachTask(dirty, func(t *task) error {
 		if err := t.cl.Commit(ctx, nil); err != nil {
 			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
 		}
 		return nil
 	})
 	// 3. The input offsets of the tasks that committed.
-	offsets := r.commitOffsets(dirty)
+	offsets := r.tasks.commitOffsets(dirty)
 	committed := true
 	if len(offsets) > 0 {
 		if cerr := a.commitGroupOffsets(ctx, offsets); cerr != nil {

@@ -255,7 +255,7 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	}
 	begin := time.Now()
 	ctx = context.WithoutCancel(ctx)
-	_ = r.forEachTask(due, func(t *task) error {
+	_ = r.jobs.forEachTask(due, func(t *task) error {
 		s := starts[t] // each goroutine writes only its own entry
 		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
 		t.flush()  // what its init wrote

@@ -43,6 +43,14 @@ import (
 // its job and waits for it: the guest is stopped at its next loop check, and the task closes
 // without a commit.
 
+// dispatcher starts the tasks' jobs and takes their results in. Its methods are called with
+// the task table's lock held, unless they say otherwise.
+type dispatcher struct {
+	rt    *Runtime
+	work  context.Context // the context of every job: Run's, never canceled by a stop request
+	slots chan struct{}   // a place per running job, Options.Workers at most
+}
+
 // job is a plugin call that a worker runs for a task: a batch with the punctuations it makes
 // due, or the task's due punctuations alone (recs nil).
 type job struct {
@@ -65,8 +73,8 @@ func (j *job) handedOver() bool { return j.cl.HandOvers() != j.handOvers }
 
 // slowJob is how long a job may run before it gives up its place among the workers: about a
 // commit interval, between 100ms and 1s.
-func (r *Runtime) slowJob() time.Duration {
-	return min(max(r.cfg.CommitInterval, 100*time.Millisecond), time.Second)
+func (d *dispatcher) slowJob() time.Duration {
+	return min(max(d.rt.cfg.CommitInterval, 100*time.Millisecond), time.Second)
 }
 
 // busy reports whether a job runs for t. The caller holds r.tasks.mu.
@@ -74,31 +82,31 @@ func (t *task) busy() bool { return t.job != nil }
 
 // startJob starts a job for t: the batch recs, or its due punctuations when recs is nil. The
 // caller holds r.tasks.mu; t is not busy.
-func (r *Runtime) startJob(t *task, recs []*kgo.Record) {
-	ctx, cancel := context.WithCancel(r.work)
+func (d *dispatcher) startJob(t *task, recs []*kgo.Record) {
+	ctx, cancel := context.WithCancel(d.work)
 	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		cl: t.cl, handOvers: t.cl.HandOvers()}
 	t.job = j
 	t.noteFirst(recs)
-	go r.runJob(ctx, t, j)
+	go d.runJob(ctx, t, j)
 }
 
 // runJob runs j for t on a worker, then hands t to the loop (jobEnded).
-func (r *Runtime) runJob(ctx context.Context, t *task, j *job) {
+func (d *dispatcher) runJob(ctx context.Context, t *task, j *job) {
 	defer func() {
 		j.cancel()
 		close(j.done)
-		r.jobEnded(t)
+		d.rt.signals.jobEnded(t)
 	}()
 	select {
-	case r.slots <- struct{}{}:
+	case d.slots <- struct{}{}:
 	case <-ctx.Done():
 		j.err = ctx.Err()
 		return
 	}
 	var once sync.Once
-	free := func() { once.Do(func() { <-r.slots }) }
-	slow := time.AfterFunc(r.slowJob(), free)
+	free := func() { once.Do(func() { <-d.slots }) }
+	slow := time.AfterFunc(d.slowJob(), free)
 	defer func() {
 		slow.Stop()
 		free()
@@ -110,26 +118,12 @@ func (r *Runtime) runJob(ctx context.Context, t *task, j *job) {
 	}
 }
 
-// jobEnded tells the loop that t's job has ended, and wakes its poll.
-func (r *Runtime) jobEnded(t *task) {
-	r.wakeMu.Lock()
-	r.ended = append(r.ended, t)
-	if r.pollCancel != nil {
-		r.pollCancel()
-	}
-	r.wakeMu.Unlock()
-}
-
 // collectJobs takes in the ended jobs of the tasks (dispatchHeld starts their next ones). It
 // returns the first failure of a job. The caller holds r.tasks.mu.
-func (r *Runtime) collectJobs() error {
-	r.wakeMu.Lock()
-	ended := r.ended
-	r.ended = nil
-	r.wakeMu.Unlock()
+func (d *dispatcher) collectJobs() error {
 	var first error
-	for _, t := range ended {
-		if err := r.finishJob(t); err != nil && first == nil {
+	for _, t := range d.rt.signals.takeEnded() {
+		if err := d.finishJob(t); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -138,13 +132,13 @@ func (r *Runtime) collectJobs() error {
 
 // dispatchHeld starts a job for each task that holds records and may start one
 // (dispatchable). The caller holds r.tasks.mu.
-func (r *Runtime) dispatchHeld() {
-	if r.quiescing() {
+func (d *dispatcher) dispatchHeld() {
+	if d.quiescing() {
 		return
 	}
-	for _, t := range r.tasks.active {
-		if len(t.held) > 0 && r.dispatchable(t) {
-			r.startHeld(t)
+	for _, t := range d.rt.tasks.active {
+		if len(t.held) > 0 && d.dispatchable(t) {
+			d.startHeld(t)
 		}
 	}
 }
@@ -155,16 +149,16 @@ func (r *Runtime) dispatchHeld() {
 // take its records together, so that they are at the same record whenever none is busy, which
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
 // caller holds r.tasks.mu.
-func (r *Runtime) dispatchable(t *task) bool {
+func (d *dispatcher) dispatchable(t *task) bool {
 	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
 		return false
 	}
-	if r.eos == nil {
+	if d.rt.eos == nil {
 		return true
 	}
 	for topic := range t.held {
-		for _, p := range r.readers[topic] {
-			if u := r.tasks.active[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
+		for _, p := range d.rt.readers[topic] {
+			if u := d.rt.tasks.active[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
 				return false
 			}
 		}
@@ -175,13 +169,13 @@ func (r *Runtime) dispatchable(t *task) bool {
 // settled reports whether, under exactly-once, t may commit as far as the tasks that read its
 // input partitions with it go: none of them is busy or holds records of such a partition, so
 // that all are at the same record of it (dispatchable). The caller holds r.tasks.mu.
-func (r *Runtime) settled(t *task) bool {
+func (d *dispatcher) settled(t *task) bool {
 	for _, topic := range t.proc.cfg.Inputs {
 		if !t.shares(topic) {
 			continue
 		}
-		for _, p := range r.readers[topic] {
-			u := r.tasks.active[taskID{p.cfg.Name, t.id.part}]
+		for _, p := range d.rt.readers[topic] {
+			u := d.rt.tasks.active[taskID{p.cfg.Name, t.id.part}]
 			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
 				return false
 			}
@@ -194,14 +188,14 @@ func (r *Runtime) settled(t *task) bool {
 // started less than slowJob ago (a batch of normal length): the commit then leaves out only
 // the tasks that are really slow. It returns the first failure of a job. The caller holds
 // r.tasks.mu.
-func (r *Runtime) settleJobs() error {
-	return r.settle(nil)
+func (d *dispatcher) settleJobs() error {
+	return d.settle(nil)
 }
 
 // settle is settleJobs over the tasks for which only returns true (all when only is nil).
-func (r *Runtime) settle(only func(*task) bool) error {
-	limit := r.slowJob()
-	for _, t := range r.tasks.active {
+func (d *dispatcher) settle(only func(*task) bool) error {
+	limit := d.slowJob()
+	for _, t := range d.rt.tasks.active {
 		j := t.job
 		if j == nil || only != nil && !only(t) {
 			continue
@@ -214,7 +208,7 @@ func (r *Runtime) settle(only func(*task) bool) error {
 			}
 			timer.Stop()
 		}
-		if err := r.finishJob(t); err != nil {
+		if err := d.finishJob(t); err != nil {
 			return err
 		}
 	}
@@ -223,13 +217,13 @@ func (r *Runtime) settle(only func(*task) bool) error {
 
 // youngJobsUntil reports whether jobs run that started less than slowJob ago, and how long
 // until the youngest of them has run that long. The caller holds no lock.
-func (r *Runtime) youngJobsUntil() (time.Duration, bool) {
-	r.tasks.mu.Lock()
-	defer r.tasks.mu.Unlock()
-	limit := r.slowJob()
+func (d *dispatcher) youngJobsUntil() (time.Duration, bool) {
+	d.rt.tasks.mu.Lock()
+	defer d.rt.tasks.mu.Unlock()
+	limit := d.slowJob()
 	var until time.Duration
 	found := false
-	for _, t := range r.tasks.active {
+	for _, t := range d.rt.tasks.active {
 		if t.job == nil {
 			continue
 		}
@@ -242,10 +236,10 @@ func (r *Runtime) youngJobsUntil() (time.Duration, bool) {
 
 // owedEnded reports whether a task left out of the last commit (it was busy) has ended its
 // job: it commits before it starts the next. The caller holds no lock.
-func (r *Runtime) owedEnded() bool {
-	r.tasks.mu.Lock()
-	defer r.tasks.mu.Unlock()
-	for _, t := range r.tasks.active {
+func (d *dispatcher) owedEnded() bool {
+	d.rt.tasks.mu.Lock()
+	defer d.rt.tasks.mu.Unlock()
+	for _, t := range d.rt.tasks.active {
 		if !t.owed {
 			continue
 		}
@@ -264,7 +258,7 @@ func (r *Runtime) owedEnded() bool {
 // finishJob takes in the result of t's ended job, once (it does nothing when t has no ended
 // job). A failed job fails the task and returns its error, unless the task was closing. The
 // caller holds r.tasks.mu.
-func (r *Runtime) finishJob(t *task) error {
+func (d *dispatcher) finishJob(t *task) error {
 	j := t.job
 	if j == nil {
 		return nil
@@ -295,7 +289,7 @@ func (r *Runtime) finishJob(t *task) error {
 
 // startHeld starts the next job of t with the records held for it, and resumes its input
 // partitions. The caller holds r.tasks.mu.
-func (r *Runtime) startHeld(t *task) {
+func (d *dispatcher) startHeld(t *task) {
 	lists := make([][]*kgo.Record, 0, len(t.held))
 	for _, in := range t.proc.cfg.Inputs { // in the order of the inputs: deterministic
 		if l := t.held[in]; len(l) > 0 {
@@ -303,8 +297,8 @@ func (r *Runtime) startHeld(t *task) {
 		}
 	}
 	t.held = nil
-	r.startJob(t, mergeByTimestamp(lists))
-	r.resumeHeld(t)
+	d.startJob(t, mergeByTimestamp(lists))
+	d.resumeHeld(t)
 }
 
 // maxHeld is how many records of an input partition a task may hold before the partition is
@@ -315,45 +309,45 @@ const maxHeld = 10000
 // hold keeps recs (records of the input partition topic of t) for t's next job, while a job
 // runs (or the task waits for its commit), and pauses that partition when it holds maxHeld
 // records, until they are handed on. The caller holds r.tasks.mu.
-func (r *Runtime) hold(t *task, topic string, recs []*kgo.Record) {
+func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 	if t.held == nil {
 		t.held = make(map[string][]*kgo.Record)
 	}
 	t.held[topic] = append(t.held[topic], recs...)
 	tp := topicPartition{topic, t.id.part}
-	if len(t.held[topic]) >= maxHeld && !r.tasks.heldPaused[tp] {
-		r.tasks.heldPaused[tp] = true
-		r.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
+	if len(t.held[topic]) >= maxHeld && !d.rt.tasks.heldPaused[tp] {
+		d.rt.tasks.heldPaused[tp] = true
+		d.rt.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
 	}
 }
 
 // resumeHeld resumes the input partitions of t paused by hold that no task holds records of
 // any more, unless they are paused for a restore. The caller holds r.tasks.mu.
-func (r *Runtime) resumeHeld(t *task) {
+func (d *dispatcher) resumeHeld(t *task) {
 	resume := make(map[string][]int32)
 	for _, in := range t.proc.cfg.Inputs {
 		tp := topicPartition{in, t.id.part}
-		if !r.tasks.heldPaused[tp] || r.tasks.holdsAny(tp) {
+		if !d.rt.tasks.heldPaused[tp] || d.rt.tasks.holdsAny(tp) {
 			continue
 		}
-		delete(r.tasks.heldPaused, tp)
-		if !r.tasks.paused[tp] && r.tasks.assigned[tp] {
+		delete(d.rt.tasks.heldPaused, tp)
+		if !d.rt.tasks.paused[tp] && d.rt.tasks.assigned[tp] {
 			resume[in] = append(resume[in], tp.part)
 		}
 	}
 	if len(resume) > 0 {
-		r.consumer.ResumeFetchPartitions(resume)
+		d.rt.consumer.ResumeFetchPartitions(resume)
 	}
 }
 
 // quiescing reports whether the loop starts no job now: under exactly-once while a rebalance
 // waits for the open work to commit.
-func (r *Runtime) quiescing() bool { return r.rebalanceWaits() }
+func (d *dispatcher) quiescing() bool { return d.rt.rebalanceWaits() }
 
 // waitJobs waits for the jobs of tasks to end and takes their results in, canceling them
 // first when cancel is set; it returns the first failure of those not canceled. The caller
 // holds r.tasks.mu (the jobs never take it).
-func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
+func (d *dispatcher) waitJobs(tasks []*task, cancel bool) error {
 	var first error
 	for _, t := range tasks {
 		j := t.job
@@ -364,7 +358,7 @@ func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
 			j.cancel()
 		}
 		<-j.done
-		if err := r.finishJob(t); err != nil && first == nil && !isCanceled(err) {
+		if err := d.finishJob(t); err != nil && first == nil && !isCanceled(err) {
 			first = err
 		}
 	}
@@ -372,19 +366,19 @@ func (r *Runtime) waitJobs(tasks []*task, cancel bool) error {
 }
 
 // waitAllJobs is waitJobs over every busy task.
-func (r *Runtime) waitAllJobs(cancel bool) error {
+func (d *dispatcher) waitAllJobs(cancel bool) error {
 	var busy []*task
-	for _, t := range r.tasks.active {
+	for _, t := range d.rt.tasks.active {
 		if t.busy() {
 			busy = append(busy, t)
 		}
 	}
-	return r.waitJobs(busy, cancel)
+	return d.waitJobs(busy, cancel)
 }
 
 // stopJob cancels the job of t, which is closing, waits for it and drops its result. The
 // caller holds r.tasks.mu.
-func (r *Runtime) stopJob(t *task) {
+func (d *dispatcher) stopJob(t *task) {
 	j := t.job
 	if j == nil {
 		return
@@ -430,7 +424,7 @@ func (t *task) noteFirst(recs []*kgo.Record) {
 
 // commitOffsets returns the offsets to commit for the input partitions that the tasks in
 // committing processed records of, once they have committed (offsetFor). The caller holds r.tasks.mu.
-func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.EpochOffset {
+func (tt *taskTable) commitOffsets(committing []*task) map[string]map[int32]kgo.EpochOffset {
 	in := make(map[*task]bool, len(committing))
 	parts := make(map[topicPartition]bool)
 	for _, t := range committing {
@@ -441,7 +435,7 @@ func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.Epo
 	}
 	out := make(map[string]map[int32]kgo.EpochOffset)
 	for tp := range parts {
-		if o, ok := r.offsetFor(tp, in); ok {
+		if o, ok := tt.offsetFor(tp, in); ok {
 			if out[tp.topic] == nil {
 				out[tp.topic] = make(map[int32]kgo.EpochOffset)
 			}
@@ -457,7 +451,7 @@ func (r *Runtime) commitOffsets(committing []*task) map[string]map[int32]kgo.Epo
 // committing it (a busy task, a failed one, one that commits later), and the first record held
 // for a task. Every task that reads tp is handed the same records, in the same order. It
 // reports false when no task constrains tp. The caller holds r.tasks.mu.
-func (r *Runtime) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.EpochOffset, bool) {
+func (tt *taskTable) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.EpochOffset, bool) {
 	var (
 		best  kgo.EpochOffset
 		found bool
@@ -467,8 +461,8 @@ func (r *Runtime) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.E
 			best, found = kgo.EpochOffset{Epoch: epoch, Offset: offset}, true
 		}
 	}
-	for _, p := range r.readers[tp.topic] {
-		t := r.tasks.active[taskID{p.cfg.Name, tp.part}]
+	for _, p := range tt.readers[tp.topic] {
+		t := tt.active[taskID{p.cfg.Name, tp.part}]
 		if t == nil {
 			continue
 		}

@@ -37,10 +37,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
 	work := context.WithoutCancel(ctx)
-	r.work = work
-	r.slots = make(chan struct{}, r.opts.Workers)
+	r.jobs.work = work
+	r.jobs.slots = make(chan struct{}, r.opts.Workers)
 	for err == nil && ctx.Err() == nil {
-		if err = r.takeFatal(); err != nil {
+		if err = r.signals.takeFatal(); err != nil {
 			break
 		}
 		if err = r.restorePending(ctx); err != nil {
@@ -50,7 +50,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		if !r.restoreRetryAt.IsZero() {
 			wait = min(wait, time.Until(r.restoreRetryAt)) // tasks wait to be restored
 		}
-		if at, ok := r.nextWallPunctuation(); ok {
+		if at, ok := r.jobs.nextWallPunctuation(); ok {
 			wait = min(wait, time.Until(at))
 		}
 		if at, ok := r.nextStandbyWork(); ok {
@@ -79,7 +79,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
 		}
 		if err == nil {
-			r.punctuateAll() // and the held records of the tasks that just committed
+			r.jobs.punctuateAll() // and the held records of the tasks that just committed
 		}
 		r.allowRebalance()
 	}
@@ -116,46 +116,24 @@ func (r *Runtime) rebalanceWaits() bool { return r.eos != nil && r.eos.txn.block
 // time.
 func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 	wait = max(wait, 10*time.Millisecond)
-	if until, ok := r.youngJobsUntil(); ok {
+	if until, ok := r.jobs.youngJobsUntil(); ok {
 		r.sleep(ctx, min(until, wait))
 		wait = time.Millisecond // what franz-go fetched meanwhile
 	}
-	r.wakeMu.Lock()
-	switch {
-	case r.wake || r.fatal != nil:
-		// An assignment arrived since the last round: restore first.
-		r.wake = false
-		r.wakeMu.Unlock()
-		return kgo.Fetches{}
-	case len(r.ended) > 0:
-		wait = time.Millisecond // take what is buffered, then the ended jobs
+	pctx, done, ok := r.signals.pollWait(ctx, wait)
+	if !ok {
+		return kgo.Fetches{} // an assignment arrived since the last round: restore first
 	}
-	pctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	r.pollCancel = cancel
-	r.wakeMu.Unlock()
-	fetches := r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
-	r.wakeMu.Lock()
-	r.pollCancel = nil
-	r.wakeMu.Unlock()
-	return fetches
+	defer done()
+	return r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
 }
 
 // sleep waits for d, or until a job ends, a group event arrives, the runtime fails or ctx
 // ends (the wakes of a poll).
 func (r *Runtime) sleep(ctx context.Context, d time.Duration) {
-	sctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	r.wakeMu.Lock()
-	if r.wake || r.fatal != nil || len(r.ended) > 0 {
-		cancel()
-	}
-	r.pollCancel = cancel
-	r.wakeMu.Unlock()
+	sctx, done := r.signals.sleepWait(ctx, d)
+	defer done()
 	<-sctx.Done()
-	r.wakeMu.Lock()
-	r.pollCancel = nil
-	r.wakeMu.Unlock()
 }
 
 // handleFetches takes in the jobs that ended, then hands a poll's records to their tasks:
@@ -182,11 +160,11 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 	}
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
-	if err := r.collectJobs(); err != nil {
+	if err := r.jobs.collectJobs(); err != nil {
 		return err
 	}
 	if fetches.Empty() {
-		r.dispatchHeld()
+		r.jobs.dispatchHeld()
 		return nil
 	}
 	var missing error
@@ -204,13 +182,13 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 					len(fp.Records), fp.Topic, fp.Partition, fp.Records[0].Offset, p.cfg.Name, fp.Partition)
 				continue
 			}
-			r.hold(t, fp.Topic, fp.Records)
+			r.jobs.hold(t, fp.Topic, fp.Records)
 		}
 	})
 	if missing != nil {
 		return missing
 	}
-	r.dispatchHeld()
+	r.jobs.dispatchHeld()
 	return nil
 }
 
@@ -243,7 +221,7 @@ func mergeByTimestamp(lists [][]*kgo.Record) []*kgo.Record {
 // forEachTask runs fn on the tasks (none of them busy) with at most Options.Workers at a time
 // and returns the first error, after all have finished: the commits, starts and closes of
 // tasks. The failed tasks are remembered in failed.
-func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
+func (d *dispatcher) forEachTask(tasks []*task, fn func(*task) error) error {
 	if len(tasks) == 1 {
 		err := fn(tasks[0])
 		if err != nil {
@@ -251,7 +229,7 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 		}
 		return err
 	}
-	sem := make(chan struct{}, r.opts.Workers)
+	sem := make(chan struct{}, d.rt.opts.Workers)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -279,31 +257,31 @@ func (r *Runtime) forEachTask(tasks []*task, fn func(*task) error) error {
 // punctuateAll starts a job for the due punctuations of each running task that is not busy:
 // wall-clock ones, and stream-time ones due without a batch (a new instance whose stream time
 // was restored); and it reports the writes their window stores dropped.
-func (r *Runtime) punctuateAll() {
-	r.tasks.mu.Lock()
-	defer r.tasks.mu.Unlock()
-	if r.quiescing() {
+func (d *dispatcher) punctuateAll() {
+	d.rt.tasks.mu.Lock()
+	defer d.rt.tasks.mu.Unlock()
+	if d.quiescing() {
 		return
 	}
-	r.dispatchHeld() // records held while a job ran, a commit was owed or a rebalance waited
-	for _, t := range r.tasks.active {
-		if len(t.held) > 0 || !r.dispatchable(t) {
+	d.dispatchHeld() // records held while a job ran, a commit was owed or a rebalance waited
+	for _, t := range d.rt.tasks.active {
+		if len(t.held) > 0 || !d.dispatchable(t) {
 			continue
 		}
 		t.reportDropped()
 		if t.inst.PunctuationDue() {
-			r.startJob(t, nil)
+			d.startJob(t, nil)
 		}
 	}
 }
 
 // nextWallPunctuation returns when the earliest wall-clock punctuation of a running task is due.
-func (r *Runtime) nextWallPunctuation() (time.Time, bool) {
-	r.tasks.mu.Lock()
-	defer r.tasks.mu.Unlock()
+func (d *dispatcher) nextWallPunctuation() (time.Time, bool) {
+	d.rt.tasks.mu.Lock()
+	defer d.rt.tasks.mu.Unlock()
 	var next time.Time
 	found := false
-	for _, t := range r.tasks.active {
+	for _, t := range d.rt.tasks.active {
 		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
 			continue
 		}
@@ -340,7 +318,7 @@ func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
 		return reasonInterval, true
 	case r.needsCommit():
 		return reasonSize, true
-	case r.owedEnded():
+	case r.jobs.owedEnded():
 		return reasonOwed, true
 	}
 	return 0, false
@@ -352,7 +330,7 @@ func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
 func (r *Runtime) commitAll(ctx context.Context, why commitReason) error {
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
-	if err := r.settleJobs(); err != nil {
+	if err := r.jobs.settleJobs(); err != nil {
 		return err
 	}
 	err := r.committer.commit(ctx, why, nil)
@@ -472,18 +450,10 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	// let it run.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r.wakeMu.Lock()
-	if r.revoking > 0 {
-		r.wakeMu.Unlock()
+	if !r.signals.restoring(cancel) {
 		return nil
 	}
-	r.restoreCancel = cancel
-	r.wakeMu.Unlock()
-	defer func() {
-		r.wakeMu.Lock()
-		r.restoreCancel = nil
-		r.wakeMu.Unlock()
-	}()
+	defer r.signals.restoring(nil)
 
 	cls := make([]*changelog.Task, 0, len(opened))
 	for _, t := range opened {
@@ -521,7 +491,7 @@ func (r *Runtime) shutdown(cause error) error {
 	r.tasks.mu.Lock()
 	r.tasks.closing = true
 	// A stop request lets the jobs finish, to commit them; a failure stops them.
-	if err := r.waitAllJobs(cause != nil); err != nil && cause == nil {
+	if err := r.jobs.waitAllJobs(cause != nil); err != nil && cause == nil {
 		cause = err
 	}
 	cause = r.committer.stop(ctx, cause)

@@ -21,7 +21,7 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 		return
 	}
 	cl.PauseFetchPartitions(assigned)
-	r.post(groupEvent{partitions: assigned})
+	r.signals.post(groupEvent{partitions: assigned})
 	r.log.Info("partitions assigned", "partitions", assigned)
 }
 
@@ -31,17 +31,6 @@ type groupEvent struct {
 	partitions map[string][]int32
 	revoked    bool          // revoked or lost: the tasks close without a commit
 	standbys   *standbyEvent // a standby assignment instead of partitions
-}
-
-// post hands ev to the loop and wakes it.
-func (r *Runtime) post(ev groupEvent) {
-	r.wakeMu.Lock()
-	r.inbox = append(r.inbox, ev)
-	r.wake = true
-	if r.pollCancel != nil {
-		r.pollCancel()
-	}
-	r.wakeMu.Unlock()
 }
 
 // onRevokedOrLostEOS is onRevoked and onLost under exactly-once. It never waits for the loop:
@@ -61,12 +50,8 @@ func (r *Runtime) onRevokedOrLostEOS(st *txnState, what string, tps map[string][
 		return
 	}
 	st.rebalanced.Store(true)
-	r.wakeMu.Lock()
-	if r.restoreCancel != nil {
-		r.restoreCancel() // it may be restoring these tasks; the others resume from their checkpoints
-	}
-	r.wakeMu.Unlock()
-	r.post(groupEvent{partitions: tps, revoked: true})
+	r.signals.stopRestore() // it may be restoring these tasks; the others resume from their checkpoints
+	r.signals.post(groupEvent{partitions: tps, revoked: true})
 	r.log.Info("partitions "+what, "partitions", tps)
 }
 
@@ -78,8 +63,8 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	if len(revoked) == 0 {
 		return
 	}
-	r.beginRevocation()
-	defer r.endRevocation()
+	r.signals.beginRevocation()
+	defer r.signals.endRevocation()
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
 	if r.tasks.closing {
@@ -92,11 +77,11 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	// taken in: its records are flushed, and a close without its commit would process them
 	// twice); a slow one is stopped when its task closes, its records still queued.
 	revokedTask := func(t *task) bool { return readsAny(t, revoked) }
-	if err := r.settle(revokedTask); err != nil {
-		r.setFatal(err)
+	if err := r.jobs.settle(revokedTask); err != nil {
+		r.signals.setFatal(err)
 	}
 	if err := r.committer.commit(ctx, reasonRevocation, revokedTask); err != nil {
-		r.setFatal(err)
+		r.signals.setFatal(err)
 	}
 	r.unassign(cl, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
@@ -117,8 +102,8 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	if len(lost) == 0 {
 		return
 	}
-	r.beginRevocation()
-	defer r.endRevocation()
+	r.signals.beginRevocation()
+	defer r.signals.endRevocation()
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
 	if r.tasks.closing {
@@ -146,29 +131,6 @@ func readsAny(t *task, tps map[string][]int32) bool {
 		}
 	}
 	return false
-}
-
-// beginRevocation stops a restore in progress, and keeps the loop from starting one until
-// endRevocation: the callback is about to wait for r.tasks.mu.
-func (r *Runtime) beginRevocation() {
-	r.wakeMu.Lock()
-	r.revoking++
-	if r.restoreCancel != nil {
-		r.restoreCancel()
-	}
-	r.wakeMu.Unlock()
-}
-
-// endRevocation lets the loop restore again, at once: a restore it skipped or that was
-// cancelled may still have tasks waiting.
-func (r *Runtime) endRevocation() {
-	r.wakeMu.Lock()
-	r.revoking--
-	r.wake = true
-	if r.pollCancel != nil {
-		r.pollCancel()
-	}
-	r.wakeMu.Unlock()
 }
 
 // unassign forgets partitions, closes the tasks that have none of their inputs assigned any
@@ -199,13 +161,13 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 // it are dropped. The caller holds r.tasks.mu.
 func (r *Runtime) closeTasks(tasks []*task) {
 	for _, t := range tasks {
-		r.stopJob(t)
+		r.jobs.stopJob(t)
 		if len(t.held) > 0 {
 			t.held = nil
-			r.resumeHeld(t)
+			r.jobs.resumeHeld(t)
 		}
 	}
-	_ = r.forEachTask(tasks, func(t *task) error {
+	_ = r.jobs.forEachTask(tasks, func(t *task) error {
 		if t.failed {
 			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
 		}
@@ -231,11 +193,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 // partitions become tasks waiting for restore; revoked or lost ones (exactly-once) close the
 // tasks that no longer own an input, without a commit. The caller holds r.tasks.mu.
 func (r *Runtime) drainInbox() {
-	r.wakeMu.Lock()
-	inbox := r.inbox
-	r.inbox = nil
-	r.wakeMu.Unlock()
-	for _, ev := range inbox {
+	for _, ev := range r.signals.takeInbox() {
 		if ev.standbys != nil {
 			r.applyStandbyEvent(ev.standbys)
 			continue
@@ -312,23 +270,4 @@ func (r *Runtime) syncPauses() {
 	if len(resume) > 0 {
 		r.consumer.ResumeFetchPartitions(resume)
 	}
-}
-
-// setFatal records the first error that must stop the runtime; the loop returns it.
-func (r *Runtime) setFatal(err error) {
-	r.wakeMu.Lock()
-	if r.fatal == nil {
-		r.fatal = err
-	}
-	if r.pollCancel != nil {
-		r.pollCancel()
-	}
-	r.wakeMu.Unlock()
-}
-
-// takeFatal returns the error recorded by setFatal.
-func (r *Runtime) takeFatal() error {
-	r.wakeMu.Lock()
-	defer r.wakeMu.Unlock()
-	return r.fatal
 }

@@ -182,10 +182,7 @@ type Runtime struct {
 
 	tasks *taskTable // the tasks, their input partitions, and the lock of both (tasks.go)
 
-	// Jobs (dispatch.go): work is the context of every job (Run's, never canceled by a stop
-	// request); slots holds a place per running job, Options.Workers at most.
-	work  context.Context
-	slots chan struct{}
+	jobs *dispatcher // the tasks' plugin calls (dispatch.go)
 
 	restoreRetryAt time.Time       // when tasks wait to be restored again (after a retriable error); zero: none
 	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
@@ -193,15 +190,7 @@ type Runtime struct {
 	sb             standbys        // standby tasks (standby.go)
 	cleanedAt      time.Time       // the last look for local state to delete
 
-	// wakeMu guards what the group's callbacks hand to the loop without waiting for it.
-	wakeMu        sync.Mutex
-	inbox         []groupEvent       // assignments (and, under exactly-once, revocations) not yet applied to the tasks
-	wake          bool               // an assignment arrived: the next poll returns at once
-	revoking      int                // revocations or losses waiting for mu: start no restore
-	ended         []*task            // tasks whose job ended, for the loop to take in (dispatch.go)
-	fatal         error              // the first error that stops the runtime
-	pollCancel    context.CancelFunc // wakes a blocked poll
-	restoreCancel context.CancelFunc // stops a restore (revocation)
+	signals signals // what the group's callbacks and the jobs hand to the loop (signals.go)
 
 	purging  sync.Mutex   // one purge of repartition topics at a time
 	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
@@ -233,6 +222,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		status:   newStatusBoard(),
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
+	r.jobs = &dispatcher{rt: r}
 	r.metrics = newMetrics(r.status)
 	r.status.markers = cfg.Guarantee == config.ExactlyOnce
 	if cfg.Guarantee == config.ExactlyOnce {

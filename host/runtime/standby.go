@@ -75,7 +75,7 @@ func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32)
 		}
 	}
 	r.owners.set(sa.hosts)
-	r.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
+	r.signals.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
 }
 
 // standbyEvent is a standby assignment handed to the loop.

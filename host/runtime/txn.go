@@ -179,15 +179,7 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) er
 // stops (it resumes from its checkpoints).
 func (e *exactlyOnce) onRebalanceBlocked(st *txnState) {
 	st.blocked.Store(true)
-	e.rt.wakeMu.Lock()
-	e.rt.wake = true
-	if e.rt.pollCancel != nil {
-		e.rt.pollCancel()
-	}
-	if e.rt.restoreCancel != nil {
-		e.rt.restoreCancel()
-	}
-	e.rt.wakeMu.Unlock()
+	e.rt.signals.rebalanceBlocked()
 }
 
 // openWork reports whether a task worked since the last transaction ended. The caller holds
@@ -260,13 +252,13 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 		for _, t := range touched {
 			switch _, done := prepared[t]; {
 			case done:
-			case !t.busy() && (t.failed || e.rt.settled(t)):
+			case !t.busy() && (t.failed || e.rt.jobs.settled(t)):
 				ready = append(ready, t)
 			case t.busy() && t.job.handedOver():
 				inTxn = append(inTxn, t)
 			}
 		}
-		err := e.rt.forEachTask(ready, func(t *task) error {
+		err := e.rt.jobs.forEachTask(ready, func(t *task) error {
 			if t.failed || t.cl == nil {
 				if t.cl != nil && t.cl.Err() != nil {
 					return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
@@ -336,7 +328,7 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 		return e.abortLocked(why, err, !isFenced(err))
 	}
 	committing := append(slices.Clip(commit), partial...)
-	offsets := e.rt.commitOffsets(committing)
+	offsets := e.rt.tasks.commitOffsets(committing)
 	committed, rebalanced, err := e.endTxnLocked(kgo.TryCommit, e.offsetsFn(committing))
 	if err != nil || !committed {
 		unhold()
@@ -348,7 +340,7 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 		// The session aborted: partitions were revoked or lost since the transaction began,
 		// or the group or the transaction coordinator refused the commit with an abortable
 		// error (franz-go does not say which).
-		if rebalanced || e.pendingRevocation() {
+		if rebalanced || e.rt.signals.revocationPending() {
 			return e.abortedLocked(why, nil, false)
 		}
 		return e.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
@@ -357,7 +349,7 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 	e.retry = brokerRetry{}
 	// The transaction is committed: the changelogs hold every record of it. A failure to
 	// apply a store leaves it behind its changelog, which its next restore replays.
-	err = e.rt.forEachTask(commit, func(t *task) error {
+	err = e.rt.jobs.forEachTask(commit, func(t *task) error {
 		if err := t.cl.Apply(prepared[t]); err != nil {
 			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
 		}
@@ -432,7 +424,7 @@ func (e *exactlyOnce) waitInTxn(tasks []*task) error {
 		case <-timer.C:
 			return &stuckInTxnError{task: t.id, since: e.txn.begun, limit: limit}
 		}
-		if err := e.rt.finishJob(t); err != nil {
+		if err := e.rt.jobs.finishJob(t); err != nil {
 			return err
 		}
 	}
@@ -468,7 +460,7 @@ func (e *exactlyOnce) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitReques
 		for _, rt := range req.Topics {
 			parts := rt.Partitions[:0]
 			for _, p := range rt.Partitions {
-				o, ok := e.rt.offsetFor(topicPartition{rt.Topic, p.Partition}, in)
+				o, ok := e.rt.tasks.offsetFor(topicPartition{rt.Topic, p.Partition}, in)
 				if !ok {
 					o, ok = committed[rt.Topic][p.Partition]
 				}
@@ -534,18 +526,6 @@ func isFenced(err error) bool {
 }
 
 var errNotMember = errors.New("this instance is not a member of the group")
-
-// pendingRevocation reports whether a revocation or a loss waits in the inbox.
-func (e *exactlyOnce) pendingRevocation() bool {
-	e.rt.wakeMu.Lock()
-	defer e.rt.wakeMu.Unlock()
-	for _, ev := range e.rt.inbox {
-		if ev.revoked {
-			return true
-		}
-	}
-	return false
-}
 
 // endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
@@ -659,9 +639,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	e.rt.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
 	e.rt.consumer.AllowRebalance()
 	e.rt.consumer.Close() // the callbacks only post events, which are dropped below
-	e.rt.wakeMu.Lock()
-	e.rt.inbox = nil
-	e.rt.wakeMu.Unlock()
+	e.rt.signals.dropInbox()
 	e.rt.tasks.forgetPartitions()
 	if err := e.rejoinLocked(); err != nil {
 		return fmt.Errorf("runtime: rejoin after %s failed (%w): %w", why, cause, err)
@@ -697,9 +675,7 @@ func (e *exactlyOnce) rejoinLocked() error {
 		case <-e.rt.stop:
 			return err
 		}
-		e.rt.wakeMu.Lock()
-		e.rt.inbox = nil // events of the failed session's client
-		e.rt.wakeMu.Unlock()
+		e.rt.signals.dropInbox() // events of the failed session's client
 	}
 }
 
@@ -729,7 +705,7 @@ func (e *exactlyOnce) abortRebalanced() error {
 func (e *exactlyOnce) stopJobs() {
 	for _, t := range e.rt.tasks.active {
 		if t.busy() {
-			e.rt.stopJob(t)
+			e.rt.jobs.stopJob(t)
 		}
 	}
 }
