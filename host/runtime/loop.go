@@ -53,7 +53,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		if at, ok := r.jobs.nextWallPunctuation(); ok {
 			wait = min(wait, time.Until(at))
 		}
-		if at, ok := r.nextStandbyWork(); ok {
+		if at, ok := r.sb.nextStandbyWork(); ok {
 			wait = min(wait, time.Until(at))
 		}
 		fetches := r.poll(ctx, wait)
@@ -387,16 +387,16 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
 	r.drainInbox()
-	r.syncStandbys(ctx)
-	r.probeWarmups()
+	r.sb.sync(ctx)
+	r.sb.probeWarmups()
 	if time.Since(r.versionsAt) >= 500*time.Millisecond {
 		versions := r.processorsLocked()
 		r.versions.Store(&versions)
 		r.versionsAt = time.Now()
 	}
-	if time.Since(r.cleanedAt) >= r.cleanupEvery() {
-		r.cleanupState()
-		r.cleanedAt = time.Now()
+	if time.Since(r.sb.cleanedAt) >= r.sb.cleanupEvery() {
+		r.sb.cleanupState()
+		r.sb.cleanedAt = time.Now()
 	}
 	if time.Now().Before(r.restoreRetryAt) {
 		return nil
@@ -410,7 +410,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		}
 		// The commit may have let a rebalance through, and an aborted transaction drains the
 		// inbox: a task created meanwhile takes over its open standby now.
-		r.syncStandbys(ctx)
+		r.sb.sync(ctx)
 	}
 	var pending []*task
 	for _, t := range r.tasks.active {
@@ -496,7 +496,7 @@ func (r *Runtime) shutdown(cause error) error {
 	}
 	cause = r.committer.stop(ctx, cause)
 	r.closeTasks(slices.Collect(maps.Values(r.tasks.active)))
-	r.closeStandbys()
+	r.sb.closeAll()
 	r.tasks.mu.Unlock()
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
 	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the

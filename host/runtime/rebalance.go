@@ -195,7 +195,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 func (r *Runtime) drainInbox() {
 	for _, ev := range r.signals.takeInbox() {
 		if ev.standbys != nil {
-			r.applyStandbyEvent(ev.standbys)
+			r.sb.apply(ev.standbys)
 			continue
 		}
 		if ev.revoked {

@@ -188,7 +188,6 @@ type Runtime struct {
 	restoreRetry   brokerRetry     // the restores failing on an unreachable broker, in a row
 	stop           <-chan struct{} // closed when Run's context ends: retries of broker calls give up
 	sb             standbys        // standby tasks (standby.go)
-	cleanedAt      time.Time       // the last look for local state to delete
 
 	signals signals // what the group's callbacks and the jobs hand to the loop (signals.go)
 
@@ -223,6 +222,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.jobs = &dispatcher{rt: r}
+	r.sb.rt = r
 	r.metrics = newMetrics(r.status)
 	r.status.markers = cfg.Guarantee == config.ExactlyOnce
 	if cfg.Guarantee == config.ExactlyOnce {
@@ -261,7 +261,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
 	}
 	r.local.load(held)
-	r.cleanedAt = time.Now()
+	r.sb.cleanedAt = time.Now()
 	if err := r.connect(); err != nil {
 		return nil, err
 	}

@@ -25,12 +25,17 @@ import (
 // partitions (onAssigned): a standby whose task the same assignment makes active here stays
 // open until its task arrives.
 //
-// The loop owns the standby tasks (under r.tasks.mu): syncStandbys opens and closes them to match
+// The loop owns the standby tasks (under r.tasks.mu): sync opens and closes them to match
 // the assignment, and restarts the follower over the new set. The follower goroutine owns
 // their stores while it runs.
 
-// standbys is the standby side of a Runtime.
+// standbys is the standby side of a Runtime: the assignment's standbys and warmups, the
+// follower of their changelogs, and the cleanup of local state no task uses. Its tasks are in
+// the task table (taskTable.standby). Its methods are called with the table's lock held,
+// unless they say otherwise.
 type standbys struct {
+	rt *Runtime
+
 	want    map[taskID]bool // the latest assignment's standbys, warmups included
 	warmups map[taskID]bool // the latest assignment's warmups
 	active  map[taskID]bool // the latest assignment's active tasks
@@ -42,22 +47,24 @@ type standbys struct {
 	warmupsAt time.Time     // when the warmups were assigned
 	askedAt   time.Time     // when this member last asked for a rebalance for its warmups
 	askEvery  time.Duration // the least time until it asks again: doubles with each ask
+
+	cleanedAt time.Time // the last look for local state to delete
 }
 
-// setStandbys records this member's standby assignment of a rebalance (from the group's
+// onAssignment records this member's standby assignment of a rebalance (from the group's
 // goroutine, through the inbox), with the partitions the same assignment makes active here.
-func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32) {
+func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int32) {
 	want, warm, active := map[taskID]bool{}, map[taskID]bool{}, map[taskID]bool{}
 	for topic, parts := range assigned {
 		for _, p := range parts {
-			for _, proc := range r.readers[topic] {
+			for _, proc := range sb.rt.readers[topic] {
 				active[taskID{proc.cfg.Name, p}] = true
 			}
 		}
 	}
 	for topic, parts := range sa.standby {
 		for _, p := range parts {
-			for _, proc := range r.readers[topic] {
+			for _, proc := range sb.rt.readers[topic] {
 				if hasLoggedStore(proc) {
 					want[taskID{proc.cfg.Name, p}] = true
 				}
@@ -66,7 +73,7 @@ func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32)
 	}
 	for topic, parts := range sa.warmup {
 		for _, p := range parts {
-			for _, proc := range r.readers[topic] {
+			for _, proc := range sb.rt.readers[topic] {
 				if hasLoggedStore(proc) {
 					want[taskID{proc.cfg.Name, p}] = true
 					warm[taskID{proc.cfg.Name, p}] = true
@@ -74,8 +81,8 @@ func (r *Runtime) setStandbys(sa standbyAssignment, assigned map[string][]int32)
 			}
 		}
 	}
-	r.owners.set(sa.hosts)
-	r.signals.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
+	sb.rt.owners.set(sa.hosts)
+	sb.rt.signals.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
 }
 
 // standbyEvent is a standby assignment handed to the loop.
@@ -85,32 +92,30 @@ func hasLoggedStore(p *processor) bool {
 	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
 }
 
-// applyStandbyEvent takes a standby assignment in the loop. The caller holds r.tasks.mu.
-func (r *Runtime) applyStandbyEvent(ev *standbyEvent) {
-	sb := &r.sb
+// apply takes a standby assignment in the loop. The caller holds r.tasks.mu.
+func (sb *standbys) apply(ev *standbyEvent) {
 	if !maps.Equal(sb.warmups, ev.warmups) {
 		sb.warmupsAt, sb.askEvery = time.Now(), warmupAskInterval
 		if len(ev.warmups) > 0 {
-			r.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
+			sb.rt.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
 		}
 	}
 	sb.want, sb.warmups, sb.active = ev.want, ev.warmups, ev.active
 }
 
-// syncStandbys makes the open standby tasks match the assignment, minus the tasks that are
+// sync makes the open standby tasks match the assignment, minus the tasks that are
 // active here, hands the standbys of tasks that became active here to them, and (re)starts
 // the follower when the set changed or it stopped. The caller holds r.tasks.mu.
-func (r *Runtime) syncStandbys(ctx context.Context) {
-	sb := &r.sb
+func (sb *standbys) sync(ctx context.Context) {
 	want := make(map[taskID]bool, len(sb.want))
 	for id := range sb.want {
-		if r.tasks.active[id] == nil {
+		if sb.rt.tasks.active[id] == nil {
 			want[id] = true
 		}
 	}
 	handover := false
-	for id := range r.tasks.standby {
-		if t := r.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+	for id := range sb.rt.tasks.standby {
+		if t := sb.rt.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
 			handover = true
 		} else if sb.active[id] && t == nil {
 			want[id] = true // its partitions are on their way (onAssigned): it stays open
@@ -119,13 +124,13 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 	if sb.cancel != nil {
 		select {
 		case err := <-sb.done:
-			r.followerStopped(err)
+			sb.followerStopped(err)
 		default:
 		}
 	}
-	same := len(want) == len(r.tasks.standby)
+	same := len(want) == len(sb.rt.tasks.standby)
 	for id := range want {
-		same = same && r.tasks.standby[id] != nil
+		same = same && sb.rt.tasks.standby[id] != nil
 	}
 	if same && sb.cancel == nil && len(want) > 0 && time.Now().Before(sb.retryAt) {
 		return // the follower restarts after its retry time
@@ -138,112 +143,112 @@ func (r *Runtime) syncStandbys(ctx context.Context) {
 		return
 	}
 	sb.retryAt = time.Time{}
-	r.stopFollower()
-	for id, cl := range r.tasks.standby {
+	sb.stopFollower()
+	for id, cl := range sb.rt.tasks.standby {
 		if want[id] {
 			continue
 		}
-		if t := r.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+		if t := sb.rt.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
 			// Active here now: the task takes the standby's open stores over, memory stores
 			// included, and its restore applies only what the standby had not.
-			r.tasks.promote(id)
-			r.log.Info("standby task promoted to active", "processor", id.proc, "partition", id.part)
+			sb.rt.tasks.promote(id)
+			sb.rt.log.Info("standby task promoted to active", "processor", id.proc, "partition", id.part)
 			continue
 		}
-		r.closeStandby(id, cl)
+		sb.close(id, cl)
 	}
 	for _, id := range slices.SortedFunc(maps.Keys(want), compareTaskID) {
-		if r.tasks.standby[id] != nil || !sb.want[id] {
+		if sb.rt.tasks.standby[id] != nil || !sb.want[id] {
 			continue // open, or kept open only until its active task arrives
 		}
-		cl, err := r.openStandby(id)
+		cl, err := sb.open(id)
 		if err != nil {
 			if !errors.Is(err, changelog.ErrInFlight) {
-				r.log.Warn("cannot open a standby task; retrying in a second", "processor", id.proc, "partition", id.part, "error", err)
+				sb.rt.log.Warn("cannot open a standby task; retrying in a second", "processor", id.proc, "partition", id.part, "error", err)
 			}
 			sb.retryAt = time.Now().Add(time.Second)
 			continue
 		}
-		r.tasks.openedStandby(id, cl)
+		sb.rt.tasks.openedStandby(id, cl)
 	}
-	if len(r.tasks.standby) == 0 {
+	if len(sb.rt.tasks.standby) == 0 {
 		return
 	}
-	cls := make([]*changelog.Task, 0, len(r.tasks.standby))
-	for _, id := range slices.SortedFunc(maps.Keys(r.tasks.standby), compareTaskID) {
-		cls = append(cls, r.tasks.standby[id])
+	cls := make([]*changelog.Task, 0, len(sb.rt.tasks.standby))
+	for _, id := range slices.SortedFunc(maps.Keys(sb.rt.tasks.standby), compareTaskID) {
+		cls = append(cls, sb.rt.tasks.standby[id])
 	}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	sb.cancel, sb.done = cancel, done
-	go func() { done <- r.follower.Follow(fctx, cls...) }()
-	r.log.Debug("standby tasks follow their changelogs", "tasks", len(cls))
+	go func() { done <- sb.rt.follower.Follow(fctx, cls...) }()
+	sb.rt.log.Debug("standby tasks follow their changelogs", "tasks", len(cls))
 }
 
 // followerStopped handles the follower's end on its own (a fetch failed, a changelog was
 // truncated): it restarts after a second. The caller holds r.tasks.mu.
-func (r *Runtime) followerStopped(err error) {
-	r.sb.cancel()
-	r.sb.cancel, r.sb.done = nil, nil
-	r.log.Warn("standby tasks stopped following their changelogs; restarting in a second", "error", err)
-	r.sb.retryAt = time.Now().Add(time.Second)
+func (sb *standbys) followerStopped(err error) {
+	sb.cancel()
+	sb.cancel, sb.done = nil, nil
+	sb.rt.log.Warn("standby tasks stopped following their changelogs; restarting in a second", "error", err)
+	sb.retryAt = time.Now().Add(time.Second)
 	// The tasks stay open (memory stores keep what they applied) and the next sync restarts
 	// the follower over them, from their checkpoints (a truncated changelog wipes its store
 	// then); a task whose stores failed closes, and reopens clean.
-	for id, cl := range r.tasks.standby {
+	for id, cl := range sb.rt.tasks.standby {
 		if cl.StoreTask().Err() != nil {
-			r.closeStandby(id, cl)
+			sb.close(id, cl)
 		}
 	}
 }
 
 // stopFollower stops the follower and waits for it. The caller holds r.tasks.mu.
-func (r *Runtime) stopFollower() {
-	if r.sb.cancel == nil {
+func (sb *standbys) stopFollower() {
+	if sb.cancel == nil {
 		return
 	}
-	r.sb.cancel()
-	<-r.sb.done
-	r.sb.cancel, r.sb.done = nil, nil
+	sb.cancel()
+	<-sb.done
+	sb.cancel, sb.done = nil, nil
 }
 
-// openStandby opens the stores of a standby task.
-func (r *Runtime) openStandby(id taskID) (*changelog.Task, error) {
-	proc := r.procByName(id.proc)
+// open opens the stores of a standby task.
+func (sb *standbys) open(id taskID) (*changelog.Task, error) {
+	proc := sb.rt.procByName(id.proc)
 	if proc == nil {
 		return nil, fmt.Errorf("runtime: standby task %s: unknown processor", id)
 	}
-	cl, err := changelog.OpenTask(r.stores, r.producer, changelog.TaskConfig{
-		AppID:     r.cfg.ApplicationID,
+	cl, err := changelog.OpenTask(sb.rt.stores, sb.rt.producer, changelog.TaskConfig{
+		AppID:     sb.rt.cfg.ApplicationID,
 		Processor: id.proc,
 		Partition: id.part,
 		Stores:    proc.stores,
-		Logger:    r.opts.Logger,
+		Logger:    sb.rt.opts.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	r.log.Info("standby task opened", "processor", id.proc, "partition", id.part)
+	sb.rt.log.Info("standby task opened", "processor", id.proc, "partition", id.part)
 	return cl, nil
 }
 
-// closeStandby closes a standby task (the follower is stopped) and records what it keeps.
-func (r *Runtime) closeStandby(id taskID, cl *changelog.Task) {
+// close closes a standby task (the follower is stopped) and records what it keeps.
+func (sb *standbys) close(id taskID, cl *changelog.Task) {
 	cps := checkpoints(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cl.Close(ctx); err != nil {
-		r.log.Warn("closing a standby task", "processor", id.proc, "partition", id.part, "error", err)
+		sb.rt.log.Warn("closing a standby task", "processor", id.proc, "partition", id.part, "error", err)
 	}
-	r.tasks.closedStandby(id, cps)
-	r.log.Info("standby task closed", "processor", id.proc, "partition", id.part)
+	sb.rt.tasks.closedStandby(id, cps)
+	sb.rt.log.Info("standby task closed", "processor", id.proc, "partition", id.part)
 }
 
-// closeStandbys stops the follower and closes every standby task (shutdown). The caller holds r.tasks.mu.
-func (r *Runtime) closeStandbys() {
-	r.stopFollower()
-	for id, cl := range r.tasks.standby {
-		r.closeStandby(id, cl)
+// closeAll stops the follower and closes every standby task (shutdown). The caller holds r.tasks.mu.
+func (sb *standbys) closeAll() {
+	sb.stopFollower()
+	for id, cl := range sb.rt.tasks.standby {
+		sb.close(id, cl)
 	}
 }
 
@@ -284,16 +289,15 @@ const warmupAskInterval = 10 * time.Second
 // acceptable_recovery_lag, against the high watermarks its standby fetches saw), so that the
 // leader moves their tasks here; and, caught up or not, every probing_rebalance_interval while
 // it has warmups (Kafka Streams' probing rebalances). The caller holds r.tasks.mu.
-func (r *Runtime) probeWarmups() {
-	sb := &r.sb
+func (sb *standbys) probeWarmups() {
 	caughtUp, pending := true, 0
 	for id := range sb.warmups {
-		if r.tasks.active[id] != nil {
+		if sb.rt.tasks.active[id] != nil {
 			continue // active here already
 		}
 		pending++
-		lag, known := r.local.lag(id)
-		if !known || lag > r.cfg.AcceptableRecoveryLag {
+		lag, known := sb.rt.local.lag(id)
+		if !known || lag > sb.rt.cfg.AcceptableRecoveryLag {
 			caughtUp = false
 		}
 	}
@@ -306,14 +310,14 @@ func (r *Runtime) probeWarmups() {
 	}
 	switch {
 	case caughtUp && time.Since(sb.askedAt) >= sb.askEvery:
-	case time.Since(last) >= r.cfg.ProbingRebalanceInterval:
+	case time.Since(last) >= sb.rt.cfg.ProbingRebalanceInterval:
 	default:
 		return
 	}
 	sb.askedAt = time.Now()
-	sb.askEvery = min(2*max(sb.askEvery, warmupAskInterval), r.cfg.ProbingRebalanceInterval)
-	r.log.Info("asking for a rebalance to move the tasks of warmups", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
-	r.consumer.ForceRebalance()
+	sb.askEvery = min(2*max(sb.askEvery, warmupAskInterval), sb.rt.cfg.ProbingRebalanceInterval)
+	sb.rt.log.Info("asking for a rebalance to move the tasks of warmups", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
+	sb.rt.consumer.ForceRebalance()
 }
 
 // cleanupInterval is how often the loop looks for local state to delete.
@@ -321,21 +325,23 @@ const cleanupInterval = 30 * time.Second
 
 // cleanupEvery is how often the loop looks for local state to delete: every cleanupInterval,
 // or state_cleanup_delay when that is shorter.
-func (r *Runtime) cleanupEvery() time.Duration { return min(cleanupInterval, r.cfg.StateCleanupDelay) }
+func (sb *standbys) cleanupEvery() time.Duration {
+	return min(cleanupInterval, sb.rt.cfg.StateCleanupDelay)
+}
 
 // cleanupState deletes the local state of tasks that were neither active nor standby here for
 // state_cleanup_delay. The caller holds r.tasks.mu.
-func (r *Runtime) cleanupState() {
-	for id, since := range r.local.idleSince() {
-		if time.Since(since) < r.cfg.StateCleanupDelay || r.tasks.holds(id) {
+func (sb *standbys) cleanupState() {
+	for id, since := range sb.rt.local.idleSince() {
+		if time.Since(since) < sb.rt.cfg.StateCleanupDelay || sb.rt.tasks.holds(id) {
 			continue
 		}
-		if err := r.stores.DeleteTask(store.TaskID{Processor: id.proc, Partition: id.part}); err != nil {
-			r.log.Warn("cannot delete the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part, "error", err)
+		if err := sb.rt.stores.DeleteTask(store.TaskID{Processor: id.proc, Partition: id.part}); err != nil {
+			sb.rt.log.Warn("cannot delete the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part, "error", err)
 			continue
 		}
-		r.local.forget(id)
-		r.log.Info("deleted the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part,
+		sb.rt.local.forget(id)
+		sb.rt.log.Info("deleted the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part,
 			"idle_for", time.Since(since).Round(time.Second))
 	}
 }
@@ -351,14 +357,14 @@ func describeTasks(ids map[taskID]bool) []string {
 
 // nextStandbyWork returns when the loop next has standby work without records: a retry of the
 // standbys, a probe of the warmups, a look for state to delete.
-func (r *Runtime) nextStandbyWork() (time.Time, bool) {
-	r.tasks.mu.Lock()
-	defer r.tasks.mu.Unlock()
-	next := r.cleanedAt.Add(r.cleanupEvery())
-	if !r.sb.retryAt.IsZero() && r.sb.retryAt.Before(next) {
-		next = r.sb.retryAt
+func (sb *standbys) nextStandbyWork() (time.Time, bool) {
+	sb.rt.tasks.mu.Lock()
+	defer sb.rt.tasks.mu.Unlock()
+	next := sb.cleanedAt.Add(sb.cleanupEvery())
+	if !sb.retryAt.IsZero() && sb.retryAt.Before(next) {
+		next = sb.retryAt
 	}
-	if len(r.sb.warmups) > 0 {
+	if len(sb.warmups) > 0 {
 		next = minTime(next, time.Now().Add(warmupProbeInterval))
 	}
 	return next, true
@@ -380,7 +386,7 @@ func (r *Runtime) newBalancer() *taskBalancer {
 		markers: r.cfg.Guarantee == config.ExactlyOnce}
 	b.log = r.log.Named("balancer")
 	b.state = r.local.report
-	b.onSync = r.setStandbys
+	b.onSync = r.sb.onAssignment
 	b.endOffsets = func(topics []string) (map[topicPartition]int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -11,8 +11,8 @@ import (
 // reports to the group's balancer (localState):
 //
 //	assign -> (restoring) -> started -> (running) -> closed
-//	openStandby -> (standby or warmup) -> promote -> assign's restoring of the tail -> ...
-//	                                   -> closeStandby
+//	openedStandby -> (standby or warmup) -> promote -> (restoring the tail) -> started -> ...
+//	                                     -> closedStandby
 //
 // An aborted transaction revives a task: a fresh one in its place restores again. A standby
 // or warmup (the balancer's word for a standby placed where its task is to move) is a

@@ -634,7 +634,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	}
 	aborts := e.txn.aborts
 	e.rt.closeTasks(slices.Collect(maps.Values(e.rt.tasks.active)))
-	e.rt.closeStandbys() // they were opened with the session's producer, which goes
+	e.rt.sb.closeAll() // they were opened with the session's producer, which goes
 	e.rt.purging.Lock()
 	e.rt.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
 	e.rt.consumer.AllowRebalance()
