@@ -168,7 +168,7 @@ func (b *statusBoard) snapshot() []TaskStatus {
 // Status returns the tasks of the instance and their restores.
 func (r *Runtime) Status() Status {
 	st := Status{ApplicationID: r.cfg.ApplicationID, Admin: r.local.adminAddr(), Tasks: r.status.snapshot()}
-	if v := r.versions.Load(); v != nil {
+	if v := r.deploy.versions.Load(); v != nil {
 		st.Processors = *v
 	}
 	for i := range st.Tasks {

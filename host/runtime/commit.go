@@ -153,7 +153,7 @@ func (a atLeastOnce) stop(ctx context.Context, cause error) error {
 // commitGroupOffsets commits offsets to the group.
 func (a atLeastOnce) commitGroupOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	var err error
-	a.rt.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+	a.rt.kafka.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
 		if cerr != nil {
 			err = cerr
 			return

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/statehost/statehost/host/engine"
@@ -54,6 +55,20 @@ var (
 	ErrNotRunning = errors.New("runtime: not running")
 )
 
+// deploys is the deploy side of a Runtime: what Deploy and the loop's module switches share.
+// Its methods are called with the task table's lock held, unless they say otherwise.
+type deploys struct {
+	rt *Runtime
+
+	mu      sync.Mutex       // one Deploy at a time
+	pauses  pauses           // the pauses of task switches
+	retired []*engine.Module // modules replaced by deploys, closed once unused (guarded by the table's lock)
+	running bool             // Run is processing: deploys are taken (guarded by the table's lock)
+
+	versions   atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without the table's lock
+	versionsAt time.Time                         // when versions was stored (the loop's)
+}
+
 // switchWait bounds how long Deploy waits for the running tasks to switch.
 const switchWait = 2 * time.Minute
 
@@ -81,12 +96,12 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	if p == nil {
 		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
 	}
-	r.deployMu.Lock() // one deploy at a time
-	defer r.deployMu.Unlock()
+	r.deploy.mu.Lock() // one deploy at a time
+	defer r.deploy.mu.Unlock()
 	r.tasks.mu.Lock()
 	res = DeployResult{Processor: name, Previous: p.version}
-	running := r.running
-	_, unswitched, _ := r.switchProgress(p, p.mod)
+	running := r.deploy.running
+	_, unswitched, _ := r.deploy.switchProgress(p, p.mod)
 	r.tasks.mu.Unlock()
 	switch {
 	case !running:
@@ -104,7 +119,7 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	if err != nil {
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
 	}
-	if err := r.trial(ctx, p, mod); err != nil {
+	if err := r.deploy.trial(ctx, p, mod); err != nil {
 		_ = mod.Close(ctx)
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
 	}
@@ -114,7 +129,7 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	old := p.mod
 	prev := p.version
 	p.mod, p.version, p.previous, p.prevMod, p.switchErr = mod, res.Version, &prev, old, nil
-	r.retired = append(r.retired, old)
+	r.deploy.retired = append(r.deploy.retired, old)
 	r.tasks.mu.Unlock()
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
 
@@ -125,8 +140,8 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	defer tick.Stop()
 	for {
 		r.tasks.mu.Lock()
-		n, left, serr := r.switchProgress(p, mod)
-		running := r.running
+		n, left, serr := r.deploy.switchProgress(p, mod)
+		running := r.deploy.running
 		r.tasks.mu.Unlock()
 		switch {
 		case serr != nil:
@@ -137,7 +152,7 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 			r.tasks.mu.Lock()
 			if p.mod == mod {
 				p.prevMod = nil // every task runs mod: the previous module can close
-				r.closeRetired()
+				r.deploy.closeRetired()
 			}
 			r.tasks.mu.Unlock()
 			res.Tasks = n
@@ -154,11 +169,11 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 
 // switchProgress returns how many running tasks of p run mod and how many do not; and the
 // error that made p go back to its previous module. The caller holds r.tasks.mu.
-func (r *Runtime) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
+func (dp *deploys) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
 	if p.mod != mod {
 		return 0, 0, p.switchErr
 	}
-	for _, t := range r.tasks.active {
+	for _, t := range dp.rt.tasks.active {
 		if t.proc == p && t.state == stateRunning && t.mod != nil {
 			if t.mod == mod {
 				done++
@@ -172,7 +187,7 @@ func (r *Runtime) switchProgress(p *processor, mod *engine.Module) (done, left i
 
 // trial instantiates mod for p over empty in-memory stores of p's stores, in a scratch
 // state directory, running its init, and closes it again.
-func (r *Runtime) trial(ctx context.Context, p *processor, mod *engine.Module) error {
+func (dp *deploys) trial(ctx context.Context, p *processor, mod *engine.Module) error {
 	dir, err := os.MkdirTemp("", "statehost-trial-")
 	if err != nil {
 		return fmt.Errorf("trial: %w", err)
@@ -196,7 +211,7 @@ func (r *Runtime) trial(ctx context.Context, p *processor, mod *engine.Module) e
 		Clock:     st,
 		Outputs:   p.cfg.Outputs,
 		Emitter:   discardEmitter{},
-		Logger:    r.opts.Logger,
+		Logger:    dp.rt.opts.Logger,
 	}
 	for _, s := range p.stores {
 		o := store.Options{Backend: store.Memory, Kind: s.Kind, Window: s.Window}
@@ -230,10 +245,10 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // processor's module keeps its instance; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
 // error. A busy task switches at a later boundary. The caller holds r.tasks.mu.
-func (r *Runtime) switchModules(ctx context.Context) {
-	defer r.closeRetired()
+func (dp *deploys) switchModules(ctx context.Context) {
+	defer dp.closeRetired()
 	var due []*task
-	for _, t := range r.tasks.active {
+	for _, t := range dp.rt.tasks.active {
 		switch {
 		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.inst == nil || t.failed || t.mod == t.proc.mod:
 		case t.uncommitted(): // its work is not committed yet
@@ -255,7 +270,7 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	}
 	begin := time.Now()
 	ctx = context.WithoutCancel(ctx)
-	_ = r.jobs.forEachTask(due, func(t *task) error {
+	_ = dp.rt.jobs.forEachTask(due, func(t *task) error {
 		s := starts[t] // each goroutine writes only its own entry
 		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
 		t.flush()  // what its init wrote
@@ -264,35 +279,35 @@ func (r *Runtime) switchModules(ctx context.Context) {
 	for _, t := range due {
 		s, p := starts[t], t.proc
 		if s.err != nil {
-			r.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", s.err)
+			dp.rt.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", s.err)
 			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {
 				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, s.err)
 				p.version, p.previous, p.prevMod = *p.previous, nil, nil
-				r.retired = append(r.retired, s.mod)
+				dp.retired = append(dp.retired, s.mod)
 			}
 			continue
 		}
 		old := t.inst
 		t.inst, t.mod = s.inst, s.mod
 		if err := old.Close(ctx); err != nil {
-			r.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
+			dp.rt.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
 		}
 		// Every task of the round paused for the whole round: the switch waits for all.
-		r.switchPauses.observe(time.Since(begin))
-		r.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(s.mod.Hash()))
+		dp.pauses.observe(time.Since(begin))
+		dp.rt.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(s.mod.Hash()))
 	}
 }
 
 // closeRetired closes the modules replaced by deploys that no processor and no task uses any
 // more. The caller holds r.tasks.mu.
-func (r *Runtime) closeRetired() {
-	r.retired = slices.DeleteFunc(r.retired, func(mod *engine.Module) bool {
-		for _, p := range r.procs {
+func (dp *deploys) closeRetired() {
+	dp.retired = slices.DeleteFunc(dp.retired, func(mod *engine.Module) bool {
+		for _, p := range dp.rt.procs {
 			if p.mod == mod || p.prevMod == mod {
 				return false
 			}
 		}
-		for _, t := range r.tasks.active {
+		for _, t := range dp.rt.tasks.active {
 			if t.mod == mod {
 				return false
 			}
@@ -307,19 +322,19 @@ func (r *Runtime) closeRetired() {
 func (r *Runtime) Processors() []ProcessorStatus {
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
-	return r.processorsLocked()
+	return r.deploy.processorsLocked()
 }
 
 // processorsLocked is Processors with r.tasks.mu held.
-func (r *Runtime) processorsLocked() []ProcessorStatus {
-	out := make([]ProcessorStatus, 0, len(r.procs))
-	for _, p := range r.procs {
+func (dp *deploys) processorsLocked() []ProcessorStatus {
+	out := make([]ProcessorStatus, 0, len(dp.rt.procs))
+	for _, p := range dp.rt.procs {
 		ps := ProcessorStatus{Name: p.cfg.Name, Current: p.version}
 		if p.previous != nil {
 			prev := *p.previous
 			ps.Previous = &prev
 		}
-		ps.Switched, ps.Tasks, _ = r.switchProgress(p, p.mod)
+		ps.Switched, ps.Tasks, _ = dp.switchProgress(p, p.mod)
 		ps.Tasks += ps.Switched
 		out = append(out, ps)
 	}
@@ -344,7 +359,7 @@ func (p *pauses) observe(d time.Duration) {
 // SwitchPauses returns how long each task switch took so far (the time the task did not
 // process: the new instance's start and the old one's close).
 func (r *Runtime) SwitchPauses() []time.Duration {
-	r.switchPauses.mu.Lock()
-	defer r.switchPauses.mu.Unlock()
-	return slices.Clone(r.switchPauses.d)
+	r.deploy.pauses.mu.Lock()
+	defer r.deploy.pauses.mu.Unlock()
+	return slices.Clone(r.deploy.pauses.d)
 }

@@ -317,7 +317,7 @@ func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 	tp := topicPartition{topic, t.id.part}
 	if len(t.held[topic]) >= maxHeld && !d.rt.tasks.heldPaused[tp] {
 		d.rt.tasks.heldPaused[tp] = true
-		d.rt.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
+		d.rt.kafka.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
 	}
 }
 
@@ -336,7 +336,7 @@ func (d *dispatcher) resumeHeld(t *task) {
 		}
 	}
 	if len(resume) > 0 {
-		d.rt.consumer.ResumeFetchPartitions(resume)
+		d.rt.kafka.consumer.ResumeFetchPartitions(resume)
 	}
 }
 

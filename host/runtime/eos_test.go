@@ -192,7 +192,7 @@ func TestMembershipCheck(t *testing.T) {
 	if err := in.rt.eos.checkMembership(ctx); err != nil {
 		t.Fatalf("a member of the current generation fails the check: %v", err)
 	}
-	member, _ := in.rt.consumer.GroupMetadata()
+	member, _ := in.rt.kafka.consumer.GroupMetadata()
 	cl, _ := client(t, brokers)
 	leave := kmsg.NewPtrLeaveGroupRequest()
 	leave.Group = "wc"
@@ -244,7 +244,7 @@ func TestStaleTaskRestores(t *testing.T) {
 	}
 	before := restores()
 	// The group hands partition 1 of the repartition topic over again, without a revocation.
-	in.rt.onAssigned(context.Background(), in.rt.consumer, map[string][]int32{"wc-words-repartition": {1}})
+	in.rt.onAssigned(context.Background(), in.rt.kafka.consumer, map[string][]int32{"wc-words-repartition": {1}})
 	waitFor(t, 30*time.Second, "the stale task to restore again", func() bool { return restores() > before })
 	waitFor(t, 30*time.Second, "the tasks to run", func() bool { return running(in.rt) == 7 })
 	feed(t, cl, ref, 300, 61)

@@ -51,7 +51,7 @@ func (r *Runtime) learnLimits(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	batch := 1 << 20
-	if v, ok := r.prodCl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+	if v, ok := r.kafka.prodCl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
 		batch = int(v)
 	}
 	batch -= batchLengthPrefix
@@ -118,7 +118,7 @@ func (r *Runtime) describeTopicConfigs(ctx context.Context, topics []string) (ka
 	backoff := 50 * time.Millisecond
 	var out kadm.ResourceConfigs
 	for {
-		described, err := r.adm.DescribeTopicConfigs(ctx, topics...)
+		described, err := r.kafka.adm.DescribeTopicConfigs(ctx, topics...)
 		if err != nil {
 			return append(out, described...), err
 		}
@@ -146,12 +146,12 @@ func (r *Runtime) describeTopicConfigs(ctx context.Context, topics []string) (ka
 // default when none tells.
 func (r *Runtime) brokerMaxMessageBytes(ctx context.Context) int {
 	n := kafkaMaxMessageBytes
-	md, err := r.adm.BrokerMetadata(ctx)
+	md, err := r.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
 		r.log.Warn("could not list the brokers to read their message.max.bytes", "error", err)
 		return n
 	}
-	described, err := r.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
+	described, err := r.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
 	if err != nil {
 		r.log.Warn("could not read the brokers' message.max.bytes", "error", err)
 		return n

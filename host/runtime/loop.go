@@ -31,7 +31,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	r.tasks.mu.Lock()
-	r.running = true // deploys are taken from now on
+	r.deploy.running = true // deploys are taken from now on
 	r.tasks.mu.Unlock()
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
@@ -73,7 +73,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			if err == nil {
 				// A commit boundary: tasks whose processor has a new module switch now.
 				r.tasks.mu.Lock()
-				r.switchModules(work)
+				r.deploy.switchModules(work)
 				r.tasks.mu.Unlock()
 			}
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
@@ -87,7 +87,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.log.Info("stopping", "reason", context.Cause(ctx))
 	}
 	r.tasks.mu.Lock()
-	r.running = false // deploys are refused, and a deploy waiting for its switch gives up
+	r.deploy.running = false // deploys are refused, and a deploy waiting for its switch gives up
 	r.tasks.mu.Unlock()
 	return r.shutdown(err)
 }
@@ -102,7 +102,7 @@ func (r *Runtime) allowRebalance() {
 		}
 		r.eos.txn.blocked.Store(false)
 	}
-	r.consumer.AllowRebalance()
+	r.kafka.consumer.AllowRebalance()
 }
 
 // rebalanceWaits reports whether, under exactly-once, a rebalance waits for the loop to commit.
@@ -125,7 +125,7 @@ func (r *Runtime) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
 		return kgo.Fetches{} // an assignment arrived since the last round: restore first
 	}
 	defer done()
-	return r.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
+	return r.kafka.consumer.PollRecords(pctx, r.opts.MaxPollRecords)
 }
 
 // sleep waits for d, or until a job ends, a group event arrives, the runtime fails or ctx
@@ -357,14 +357,14 @@ func (r *Runtime) purge(committed map[string]map[int32]kgo.EpochOffset) {
 			}
 		}
 	}
-	if len(offsets) == 0 || !r.purging.TryLock() {
+	if len(offsets) == 0 || !r.kafka.purging.TryLock() {
 		return
 	}
 	go func() {
-		defer r.purging.Unlock()
+		defer r.kafka.purging.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := r.purgeAdm.DeleteRecords(ctx, offsets)
+		resp, err := r.kafka.purgeAdm.DeleteRecords(ctx, offsets)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -389,10 +389,10 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	r.drainInbox()
 	r.sb.sync(ctx)
 	r.sb.probeWarmups()
-	if time.Since(r.versionsAt) >= 500*time.Millisecond {
-		versions := r.processorsLocked()
-		r.versions.Store(&versions)
-		r.versionsAt = time.Now()
+	if time.Since(r.deploy.versionsAt) >= 500*time.Millisecond {
+		versions := r.deploy.processorsLocked()
+		r.deploy.versions.Store(&versions)
+		r.deploy.versionsAt = time.Now()
 	}
 	if time.Since(r.sb.cleanedAt) >= r.sb.cleanupEvery() {
 		r.sb.cleanupState()
@@ -459,7 +459,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	for _, t := range opened {
 		cls = append(cls, t.cl)
 	}
-	if err := r.restorer.Restore(rctx, cls...); err != nil {
+	if err := r.kafka.restorer.Restore(rctx, cls...); err != nil {
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -501,11 +501,11 @@ func (r *Runtime) shutdown(cause error) error {
 	// Leave the group now that nothing is left to commit; the revocation callback finds no
 	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the
 	// background may use the consumer: it finishes first.
-	r.purging.Lock()
-	r.purging.Unlock() //nolint:staticcheck // a barrier: the loop, which starts purges, has ended
-	r.consumer.AllowRebalance()
-	r.consumer.Close()
-	r.consumer = nil
+	r.kafka.purging.Lock()
+	r.kafka.purging.Unlock() //nolint:staticcheck // a barrier: the loop, which starts purges, has ended
+	r.kafka.consumer.AllowRebalance()
+	r.kafka.consumer.Close()
+	r.kafka.consumer = nil
 	if cause != nil {
 		r.log.Info("stopped after a failure") // the caller reports cause
 		return cause

@@ -243,7 +243,7 @@ processor "count" {
 	if !strings.Contains(logs.String(), "rejoined the group with a new transactional producer") {
 		t.Error("the rejoin was not logged")
 	}
-	r.consumer.Close()
+	r.kafka.consumer.Close()
 
 	// A stop request ends the retries.
 	if err := b.Close(); err != nil {
@@ -259,5 +259,5 @@ processor "count" {
 	if err == nil || !unavailable(err) || time.Since(began) > 2*time.Second {
 		t.Errorf("rejoin after a stop request: %v after %v; want the broker's error at once", err, time.Since(began))
 	}
-	r.consumer = nil // closed by the failed rejoin
+	r.kafka.consumer = nil // closed by the failed rejoin
 }

@@ -199,7 +199,7 @@ func (r *Runtime) drainInbox() {
 			continue
 		}
 		if ev.revoked {
-			r.unassign(r.consumer, ev.partitions)
+			r.unassign(r.kafka.consumer, ev.partitions)
 			continue
 		}
 		r.dropStale(ev.partitions)
@@ -268,6 +268,6 @@ func (r *Runtime) syncPauses() {
 		}
 	}
 	if len(resume) > 0 {
-		r.consumer.ResumeFetchPartitions(resume)
+		r.kafka.consumer.ResumeFetchPartitions(resume)
 	}
 }

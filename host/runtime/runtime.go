@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -147,6 +146,21 @@ type processor struct {
 	switchErr error          // why the last deploy went back to the previous module
 }
 
+// clients are the Kafka clients of a Runtime.
+type clients struct {
+	prodCl    *kgo.Client         // produces under at-least-once; admin requests under both
+	adm       *kadm.Client        // admin requests, on prodCl
+	producer  *changelog.Producer // the tasks' changelog and output records
+	restoreCl *kgo.Client
+	restorer  *restore.Restorer // restores the active tasks' stores
+	followCl  *kgo.Client
+	follower  *restore.Restorer // follows the standby tasks' changelogs (standby.go)
+	consumer  *kgo.Client       // the group consumer; under exactly-once the producer too (txn.go)
+
+	purging  sync.Mutex   // one purge of repartition topics at a time
+	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
+}
+
 // Runtime runs one instance of an application. New prepares it, Run runs it until its
 // context ends, and Close releases what New opened.
 type Runtime struct {
@@ -161,24 +175,14 @@ type Runtime struct {
 	outParts map[string]int32        // output topic -> its partition count
 	limits   map[string]int          // produced topic -> the largest record batch of a record (limits.go)
 
-	admCl     *kgo.Client // admin requests
-	adm       *kadm.Client
-	prodCl    *kgo.Client
-	producer  *changelog.Producer
-	restoreCl *kgo.Client
-	restorer  *restore.Restorer
-	followCl  *kgo.Client       // the standby tasks' changelogs
-	follower  *restore.Restorer // follows them (standby.go)
-	local     *localState       // the state this instance holds, for the balancer and the cleanup
-	owners    owners            // who runs what, for interactive queries (iq.go)
+	kafka  clients     // the Kafka clients
+	local  *localState // the state this instance holds, for the balancer and the cleanup
+	owners owners      // who runs what, for interactive queries (iq.go)
 
 	unitTopicsOnce sync.Once
-	unitTopics     map[string]string                 // processor -> the topic that stands for its units in owners
-	versions       atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without r.tasks.mu
-	versionsAt     time.Time                         // when versions was stored (guarded by mu)
-	consumer       *kgo.Client
-	committer      committer    // atLeastOnce, or eos
-	eos            *exactlyOnce // the committer under exactly-once; nil under at-least-once
+	unitTopics     map[string]string // processor -> the topic that stands for its units in owners
+	committer      committer         // atLeastOnce, or eos
+	eos            *exactlyOnce      // the committer under exactly-once; nil under at-least-once
 
 	tasks *taskTable // the tasks, their input partitions, and the lock of both (tasks.go)
 
@@ -191,15 +195,9 @@ type Runtime struct {
 
 	signals signals // what the group's callbacks and the jobs hand to the loop (signals.go)
 
-	purging  sync.Mutex   // one purge of repartition topics at a time
-	purgeAdm *kadm.Client // the client that purges: one whose metadata follows the repartition topics
-	status   *statusBoard
-	metrics  *metrics // GET /metrics (metrics.go)
-
-	deployMu     sync.Mutex       // one Deploy at a time
-	switchPauses pauses           // the pauses of task switches
-	retired      []*engine.Module // modules replaced by deploys, closed once unused (guarded by mu)
-	running      bool             // Run is processing: deploys are taken (guarded by mu)
+	status  *statusBoard
+	metrics *metrics // GET /metrics (metrics.go)
+	deploy  deploys  // the modules' deploys and switches (deploy.go)
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
@@ -223,6 +221,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.jobs = &dispatcher{rt: r}
 	r.sb.rt = r
+	r.deploy.rt = r
 	r.metrics = newMetrics(r.status)
 	r.status.markers = cfg.Guarantee == config.ExactlyOnce
 	if cfg.Guarantee == config.ExactlyOnce {
@@ -387,15 +386,15 @@ func (r *Runtime) connect() error {
 	brokers := kgo.SeedBrokers(r.opts.Brokers...)
 	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
 	var err error
-	r.prodCl, err = kgo.NewClient(append(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
+	r.kafka.prodCl, err = kgo.NewClient(append(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
 		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook()), r.opts.producerOpts...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
-	r.adm = kadm.NewClient(r.prodCl)
+	r.kafka.adm = kadm.NewClient(r.kafka.prodCl)
 	eos := r.cfg.Guarantee == config.ExactlyOnce
 	if !eos { // under exactly-once the group consumer is the producer (newConsumer)
-		if r.producer, err = changelog.NewProducer(r.prodCl, changelog.WithWaitLimit(r.producerWaitLimit())); err != nil {
+		if r.kafka.producer, err = changelog.NewProducer(r.kafka.prodCl, changelog.WithWaitLimit(r.producerWaitLimit())); err != nil {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
@@ -403,12 +402,12 @@ func (r *Runtime) connect() error {
 	if r.opts.RestoreListener != nil {
 		listener = append(listener, r.opts.RestoreListener)
 	}
-	if r.restoreCl, r.restorer, err = r.newRestorer("restore", listener, r.opts.Logger); err != nil {
+	if r.kafka.restoreCl, r.kafka.restorer, err = r.newRestorer("restore", listener, r.opts.Logger); err != nil {
 		return err
 	}
 	// The standby tasks follow their changelogs on a client of their own: a restore of active
 	// tasks never waits for them, nor they for it.
-	r.followCl, r.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}}, r.opts.Logger.Named("standby"))
+	r.kafka.followCl, r.kafka.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}}, r.opts.Logger.Named("standby"))
 	return err
 }
 
@@ -510,14 +509,14 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		}
 		// The admin client produces nothing under exactly-once, so its metadata of the
 		// repartition topics would go stale; the consumer reads them.
-		r.purgeAdm = kadm.NewClient(r.consumer)
+		r.kafka.purgeAdm = kadm.NewClient(r.kafka.consumer)
 		return nil
 	}
 	var err error
-	if r.consumer, err = kgo.NewClient(opts...); err != nil {
+	if r.kafka.consumer, err = kgo.NewClient(opts...); err != nil {
 		return fmt.Errorf("runtime: create the group consumer: %w", err)
 	}
-	r.purgeAdm = r.adm
+	r.kafka.purgeAdm = r.kafka.adm
 	return nil
 }
 
@@ -526,19 +525,19 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 func (r *Runtime) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if r.consumer != nil {
-		r.consumer.Close()
+	if r.kafka.consumer != nil {
+		r.kafka.consumer.Close()
 	}
-	r.purging.Lock() // a purge in the background finishes before its client closes
-	defer r.purging.Unlock()
-	if r.restoreCl != nil {
-		r.restoreCl.Close()
+	r.kafka.purging.Lock() // a purge in the background finishes before its client closes
+	defer r.kafka.purging.Unlock()
+	if r.kafka.restoreCl != nil {
+		r.kafka.restoreCl.Close()
 	}
-	if r.followCl != nil {
-		r.followCl.Close()
+	if r.kafka.followCl != nil {
+		r.kafka.followCl.Close()
 	}
-	if r.prodCl != nil {
-		r.prodCl.Close()
+	if r.kafka.prodCl != nil {
+		r.kafka.prodCl.Close()
 	}
 	if r.eng != nil {
 		if err := r.eng.Close(ctx); err != nil {

@@ -181,7 +181,7 @@ func (sb *standbys) sync(ctx context.Context) {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	sb.cancel, sb.done = cancel, done
-	go func() { done <- sb.rt.follower.Follow(fctx, cls...) }()
+	go func() { done <- sb.rt.kafka.follower.Follow(fctx, cls...) }()
 	sb.rt.log.Debug("standby tasks follow their changelogs", "tasks", len(cls))
 }
 
@@ -218,7 +218,7 @@ func (sb *standbys) open(id taskID) (*changelog.Task, error) {
 	if proc == nil {
 		return nil, fmt.Errorf("runtime: standby task %s: unknown processor", id)
 	}
-	cl, err := changelog.OpenTask(sb.rt.stores, sb.rt.producer, changelog.TaskConfig{
+	cl, err := changelog.OpenTask(sb.rt.stores, sb.rt.kafka.producer, changelog.TaskConfig{
 		AppID:     sb.rt.cfg.ApplicationID,
 		Processor: id.proc,
 		Partition: id.part,
@@ -317,7 +317,7 @@ func (sb *standbys) probeWarmups() {
 	sb.askedAt = time.Now()
 	sb.askEvery = min(2*max(sb.askEvery, warmupAskInterval), sb.rt.cfg.ProbingRebalanceInterval)
 	sb.rt.log.Info("asking for a rebalance to move the tasks of warmups", "caught_up", caughtUp, "tasks", describeTasks(sb.warmups))
-	sb.rt.consumer.ForceRebalance()
+	sb.rt.kafka.consumer.ForceRebalance()
 }
 
 // cleanupInterval is how often the loop looks for local state to delete.
@@ -394,7 +394,7 @@ func (r *Runtime) newBalancer() *taskBalancer {
 		var listed kadm.ListedOffsets
 		var err error
 		for try := 0; try < 3; try++ {
-			if listed, err = r.adm.ListEndOffsets(ctx, topics...); err == nil {
+			if listed, err = r.kafka.adm.ListEndOffsets(ctx, topics...); err == nil {
 				err = listed.Error()
 			}
 			if err == nil || ctx.Err() != nil {

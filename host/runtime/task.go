@@ -93,7 +93,7 @@ type task struct {
 
 // openStores opens the task's stores, not restored yet.
 func (t *task) openStores() error {
-	cl, err := changelog.OpenTask(t.rt.stores, t.rt.producer, changelog.TaskConfig{
+	cl, err := changelog.OpenTask(t.rt.stores, t.rt.kafka.producer, changelog.TaskConfig{
 		AppID:     t.rt.cfg.ApplicationID,
 		Processor: t.id.proc,
 		Partition: t.id.part,

@@ -45,7 +45,7 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tm, err := changelog.NewTopicManager(r.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
+	tm, err := changelog.NewTopicManager(r.kafka.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
@@ -281,7 +281,7 @@ func (r *Runtime) validateTopics(ctx context.Context, creates []topicCreate, ref
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := req.RequestWith(ctx, r.prodCl)
+	resp, err := req.RequestWith(ctx, r.kafka.prodCl)
 	if err != nil {
 		return fmt.Errorf("runtime: check the topics to create on %s: %w", strings.Join(r.opts.Brokers, ","), err)
 	}
@@ -312,12 +312,12 @@ const (
 // refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
 // permission to describe its configs) is not checked; that is logged.
 func (r *Runtime) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
-	md, err := r.adm.BrokerMetadata(ctx)
+	md, err := r.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
 		r.log.Warn("cannot list the brokers to check the session timeout against them", "error", err)
 		return nil
 	}
-	rcs, err := r.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
+	rcs, err := r.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
 	if err != nil && len(rcs) == 0 {
 		r.log.Warn("cannot read the brokers' session timeout bounds; session_timeout is not checked against them", "error", err)
 		return nil
@@ -401,7 +401,7 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 	// WithAuthorizedOps bypasses the client's metadata cache, which would otherwise keep the
 	// topics about to be created as unknown for a while: admin requests that need leaders
 	// (DeleteRecords of the purge) would fail on them.
-	details, err := r.adm.ListTopics(kadm.WithAuthorizedOps(ctx), slices.Sorted(maps.Keys(names))...)
+	details, err := r.kafka.adm.ListTopics(kadm.WithAuthorizedOps(ctx), slices.Sorted(maps.Keys(names))...)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list topics on %s: %w", strings.Join(r.opts.Brokers, ","), err)
 	}
@@ -424,7 +424,7 @@ func (r *Runtime) createTopic(ctx context.Context, name string, partitions int32
 	for k, v := range configs {
 		cfgs[k] = kadm.StringPtr(v)
 	}
-	resp, err := r.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
+	resp, err := r.kafka.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
 	if err == nil {
 		err = resp.Err
 	}

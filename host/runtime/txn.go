@@ -156,14 +156,14 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) er
 	}
 	st.sess = sess
 	e.txn = st
-	e.rt.consumer = sess.Client()
-	if e.rt.producer, err = changelog.NewProducer(e.rt.consumer); err != nil {
+	e.rt.kafka.consumer = sess.Client()
+	if e.rt.kafka.producer, err = changelog.NewProducer(e.rt.kafka.consumer); err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	if _, _, err := e.rt.consumer.ProducerID(ictx); err != nil {
-		e.rt.consumer.Close() // it joined nothing yet (the group waits for its first poll)
+	if _, _, err := e.rt.kafka.consumer.ProducerID(ictx); err != nil {
+		e.rt.kafka.consumer.Close() // it joined nothing yet (the group waits for its first poll)
 		return fmt.Errorf("runtime: initialize the transactional producer %s: %w", id, err)
 	}
 	if err := sess.Begin(); err != nil {
@@ -293,7 +293,7 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 			}
 			continue
 		}
-		release = e.rt.producer.HoldHandOvers()
+		release = e.rt.kafka.producer.HoldHandOvers()
 		partial = partial[:0]
 		for _, t := range touched {
 			if _, done := prepared[t]; done {
@@ -373,7 +373,7 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
 	e.txn.begun = time.Now()
-	e.txn.handed = e.rt.producer.HandedOver()
+	e.txn.handed = e.rt.kafka.producer.HandedOver()
 	return nil
 }
 
@@ -389,7 +389,7 @@ func (e *exactlyOnce) awaitPreviousTxn(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, txnCompleteWait)
 	defer cancel()
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		described, err := e.rt.adm.DescribeTransactions(ctx, e.txn.id)
+		described, err := e.rt.kafka.adm.DescribeTransactions(ctx, e.txn.id)
 		if err != nil {
 			e.rt.log.Debug("cannot describe the transaction; committing without waiting for the previous one", "error", err)
 			return
@@ -454,7 +454,7 @@ func (e *exactlyOnce) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitReques
 	for _, t := range commit {
 		in[t] = true
 	}
-	committed := e.rt.consumer.CommittedOffsets()
+	committed := e.rt.kafka.consumer.CommittedOffsets()
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]
 		for _, rt := range req.Topics {
@@ -495,10 +495,10 @@ func txnContext() (context.Context, context.CancelFunc) {
 // statehost_init wrote; nothing was consumed) would otherwise commit even from a zombie that
 // lost its tasks. A heartbeat with the current generation does the check.
 func (e *exactlyOnce) checkMembership(ctx context.Context) error {
-	if len(e.rt.consumer.UncommittedOffsets()) > 0 {
+	if len(e.rt.kafka.consumer.UncommittedOffsets()) > 0 {
 		return nil
 	}
-	member, generation := e.rt.consumer.GroupMetadata()
+	member, generation := e.rt.kafka.consumer.GroupMetadata()
 	if member == "" || generation < 0 {
 		return errNotMember
 	}
@@ -506,7 +506,7 @@ func (e *exactlyOnce) checkMembership(ctx context.Context) error {
 	req.Group = e.rt.cfg.ApplicationID
 	req.MemberID = member
 	req.Generation = generation
-	resp, err := req.RequestWith(ctx, e.rt.consumer)
+	resp, err := req.RequestWith(ctx, e.rt.kafka.consumer)
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
@@ -537,12 +537,12 @@ var errNotMember = errors.New("this instance is not a member of the group")
 // sets the flag again; its event waits in the inbox either way.
 func (e *exactlyOnce) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg.TxnOffsetCommitRequest) error) (committed, rebalanced bool, err error) {
 	e.txn.blocked.Store(false)
-	e.rt.consumer.AllowRebalance()
+	e.rt.kafka.consumer.AllowRebalance()
 	ctx, cancel := txnContext()
 	defer cancel()
 	if offsets != nil {
 		ctx = kgo.PreTxnCommitFnContext(ctx, offsets)
-		if try == kgo.TryCommit && e.rt.producer.HandedOver() == e.txn.handed {
+		if try == kgo.TryCommit && e.rt.kafka.producer.HandedOver() == e.txn.handed {
 			e.awaitPreviousTxn(ctx)
 		}
 	}
@@ -635,10 +635,10 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	aborts := e.txn.aborts
 	e.rt.closeTasks(slices.Collect(maps.Values(e.rt.tasks.active)))
 	e.rt.sb.closeAll() // they were opened with the session's producer, which goes
-	e.rt.purging.Lock()
-	e.rt.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
-	e.rt.consumer.AllowRebalance()
-	e.rt.consumer.Close() // the callbacks only post events, which are dropped below
+	e.rt.kafka.purging.Lock()
+	e.rt.kafka.purging.Unlock() //nolint:staticcheck // a barrier: a purge in the background uses the consumer
+	e.rt.kafka.consumer.AllowRebalance()
+	e.rt.kafka.consumer.Close() // the callbacks only post events, which are dropped below
 	e.rt.signals.dropInbox()
 	e.rt.tasks.forgetPartitions()
 	if err := e.rejoinLocked(); err != nil {
@@ -725,7 +725,7 @@ func (e *exactlyOnce) forgetHanded() {
 	}
 	clear(e.rt.tasks.heldPaused)
 	if len(resume) > 0 {
-		e.rt.consumer.ResumeFetchPartitions(resume)
+		e.rt.kafka.consumer.ResumeFetchPartitions(resume)
 	}
 }
 
@@ -756,6 +756,6 @@ func (e *exactlyOnce) reviveLocked() {
 		e.rt.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.proc, "partition", t.id.part)
 	}
 	if len(pause) > 0 {
-		e.rt.consumer.PauseFetchPartitions(pause)
+		e.rt.kafka.consumer.PauseFetchPartitions(pause)
 	}
 }
