@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
@@ -158,166 +153,6 @@ processor "count" {
 // appStateDir is the state directory of the app configured by writeAppConfig in dir.
 func appStateDir(dir string) string { return filepath.Join(dir, "state", e2eApp) }
 
-// appProcess is `statehost run` running as a process, its logs JSON lines.
-type appProcess struct {
-	name   string
-	cmd    *exec.Cmd
-	stderr syncBuffer
-	done   chan struct{}
-	code   int // the exit code once done is closed; -1 when a signal ended it
-
-	logFile string // where a failed test writes stderr; "": the test log
-}
-
-// startApp starts `statehost run --config cfg --log-json [args]`. Cleanup kills it if it
-// still runs, and logs its stderr (or writes it to p.logFile when set) if the test failed.
-func startApp(t testing.TB, bin, cfg, name string, args ...string) *appProcess {
-	t.Helper()
-	p := &appProcess{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		var exit *exec.ExitError
-		switch {
-		case errors.As(err, &exit):
-			p.code = exit.ExitCode()
-		case err != nil:
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		switch {
-		case !t.Failed():
-		case p.logFile != "":
-			if err := os.WriteFile(p.logFile, []byte(p.stderr.String()), 0o644); err == nil {
-				t.Logf("stderr of %s (exit %d) written to %s", p.name, p.code, p.logFile)
-			}
-		default:
-			t.Logf("stderr of %s (exit %d):\n%s", p.name, p.code, p.stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *appProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// logLine is a JSON log line of the app with the fields the tests read.
-type logLine struct {
-	Message   string `json:"@message"`
-	Level     string `json:"@level"`
-	Module    string `json:"@module"`
-	Processor string `json:"processor"`
-	Store     string `json:"store"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-	EndOffset int64  `json:"end_offset"`
-	Records   int64  `json:"records"`
-	Error     string `json:"error"`
-	Addr      string `json:"addr"`
-}
-
-// logs returns the JSON lines logged so far with the message msg (all lines for "").
-func (p *appProcess) logs(msg string) []logLine {
-	var out []logLine
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l logLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && (msg == "" || l.Message == msg) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// waitLog polls the logs until cond holds; it fails the test if the process exits first.
-func (p *appProcess) waitLog(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if p.exited() {
-			t.Fatalf("%s exited %d while waiting for %s", p.name, p.code, what)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out after %v waiting for %s", p.name, timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// waitTasks waits until every task of the word count has logged "task running".
-func (p *appProcess) waitTasks(t testing.TB, timeout time.Duration) {
-	t.Helper()
-	p.waitLog(t, timeout, "all tasks running", func() bool {
-		seen := map[string]bool{}
-		for _, l := range p.logs("task running") {
-			seen[fmt.Sprintf("%s_%d", l.Processor, l.Partition)] = true
-		}
-		return len(seen) == e2eTasks
-	})
-}
-
-// restores returns the "restore started" and "restore done" lines of the store counts.
-func (p *appProcess) restores() (started, done []logLine) {
-	for _, l := range p.logs("") {
-		switch {
-		case l.Store != "counts":
-		case l.Message == "restore started":
-			started = append(started, l)
-		case l.Message == "restore done":
-			done = append(done, l)
-		}
-	}
-	return started, done
-}
-
-// restoredRecords sums the records of the "restore done" lines of the store counts.
-func (p *appProcess) restoredRecords() int64 {
-	_, done := p.restores()
-	var n int64
-	for _, l := range done {
-		n += l.Records
-	}
-	return n
-}
-
-// stop sends sig and waits for the exit code.
-func (p *appProcess) stop(t testing.TB, sig syscall.Signal) int {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("%s: %v", p.name, err)
-	}
-	return p.wait(t, 60*time.Second)
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *appProcess) wait(t testing.TB, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		t.Fatalf("%s did not exit within %v", p.name, timeout)
-		return 0
-	}
-}
-
 // produceLines writes lines to topic with the `statehost produce` command as a process.
 func produceLines(t testing.TB, bin, addr, topic string, lines []string) {
 	t.Helper()
@@ -336,16 +171,6 @@ func addCounts(ref, more map[string]int) {
 	for k, v := range more {
 		ref[k] += v
 	}
-}
-
-// newKafkaClient returns a client of the broker at addr; the caller closes it.
-func newKafkaClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }
 
 // topicEnds returns the end offsets of topic by partition.

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,25 +30,6 @@ func e2eSetup(t *testing.T, logging bool) (bin, addr, cfg, dir string) {
 	dir = t.TempDir()
 	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
 	return bin, broker.addr, writeAppConfig(t, dir, broker.addr, logging), dir
-}
-
-// stopClean sends SIGTERM to the app and expects exit 0 after a "stopped" log line.
-func stopClean(t *testing.T, app *appProcess) {
-	t.Helper()
-	if code := app.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("%s exited %d after SIGTERM, want 0", app.name, code)
-	}
-	if len(app.logs("stopped")) != 1 {
-		t.Errorf("%s did not log \"stopped\" once", app.name)
-	}
-}
-
-// kill sends SIGKILL to the app and waits for it to die.
-func kill(t *testing.T, app *appProcess) {
-	t.Helper()
-	if code := app.stop(t, syscall.SIGKILL); code != -1 {
-		t.Fatalf("%s exited %d after SIGKILL, want death by the signal", app.name, code)
-	}
 }
 
 // TestE2EWordCount runs the word count with a broker process and an app process, produces

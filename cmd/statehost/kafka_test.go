@@ -10,45 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/statehost/statehost/internal/broker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// startBroker starts a broker on a free port with topics of the given partition counts.
-func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
-	t.Helper()
-	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(testClient(t, b.Addr()))
-	for topic, parts := range topics {
-		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
-			t.Fatalf("creating %s: %v", topic, err)
-		}
-	}
-	return b
-}
-
-func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // readAll reads the n records of topic with a plain client.
 func readAll(t *testing.T, addr, topic string, n int) []*kgo.Record {

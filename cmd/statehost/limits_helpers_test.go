@@ -44,19 +44,6 @@ func (p *appProcess) stopRunning(t *testing.T) {
 	stopClean(t, p)
 }
 
-// adminAddr waits for the app's "admin listening" line and returns its address.
-func (p *appProcess) adminAddr(t testing.TB) string {
-	t.Helper()
-	var addr string
-	p.waitLog(t, 60*time.Second, "its admin listener", func() bool {
-		if ls := p.logs("admin listening"); len(ls) > 0 {
-			addr = ls[0].Addr
-		}
-		return addr != ""
-	})
-	return addr
-}
-
 // metric returns the value of the sample of metric name whose labels are exactly labels (as
 // written in the exposition, e.g. `processor="p",reason="error"`) on the admin listener at
 // addr; 0 when there is no such sample (a counter that never moved).
@@ -114,17 +101,6 @@ func (p *appProcess) waitCommittedRunning(t testing.TB, addr, group, topic strin
 		}
 		return true
 	})
-}
-
-// stoppedError waits for the app to exit and returns its exit code and the error of its
-// "statehost stopped" line ("" when there is none).
-func (p *appProcess) stoppedError(t testing.TB) (int, string) {
-	t.Helper()
-	code := p.wait(t, 120*time.Second)
-	for _, l := range p.logs("statehost stopped") {
-		return code, l.Error
-	}
-	return code, ""
 }
 
 // readTopic returns every record of topic, up to its current end, by partition.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -318,54 +317,4 @@ func warnings(ls []logLine) int {
 		}
 	}
 	return n
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// startBrokerAt starts `statehost broker` on addr with the data directory dir, as
-// startBrokerProcess does on a free port, retrying for a few seconds while the address is
-// still taken (the previous broker's socket).
-func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := tryStartBroker(t, bin, dir, addr)
-		if err == nil {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statehost broker on %s: %v", addr, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// halt stops the broker with sig (SIGTERM: a clean stop, exit 0; SIGKILL: death) and waits
-// for its end.
-func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if sig == syscall.SIGTERM {
-		if code := p.stop(t); code != 0 {
-			t.Fatalf("statehost broker exited %d after SIGTERM, want 0", code)
-		}
-		return
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("statehost broker did not die within 20s of %v", sig)
-	}
 }

@@ -6,13 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,66 +43,6 @@ const (
 	// how long the group waits before it gives a killed instance's tasks to the survivor.
 	failoverSession = 6 * time.Second
 )
-
-// instance is one statehost process of the word count among several: its directory (config
-// and state) and the address of its admin listener.
-type instance struct {
-	*appProcess
-	dir      string
-	admin    string    // host:port
-	killedAt time.Time // when it died of SIGKILL; zero: not killed
-}
-
-// startInstance writes the word-count configuration o, with an admin listener on a free port,
-// into dir and starts it as a process; it returns once the admin listener is up. A failed test
-// writes the instance's stderr to a file in the temporary directory (they are long).
-func startInstance(t testing.TB, bin, addr, dir, name string, o appOptions) *instance {
-	t.Helper()
-	o.admin = true
-	cfg := writeAppConfigWith(t, dir, addr, o)
-	in := &instance{appProcess: startApp(t, bin, cfg, name), dir: dir}
-	in.logFile = filepath.Join(os.TempDir(), strings.NewReplacer("/", "_", " ", "-", "=", "").Replace(t.Name()+"-"+name)+".log")
-	in.waitLog(t, 60*time.Second, "its admin listener", func() bool {
-		if ls := in.logs("admin listening"); len(ls) > 0 {
-			in.admin = ls[0].Addr
-		}
-		return in.admin != ""
-	})
-	return in
-}
-
-// status returns the instance's GET /v1/status.
-func (in *instance) status(t testing.TB) runtime.Status {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.admin+"/v1/status", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: GET /v1/status: %v", in.name, err)
-	}
-	defer resp.Body.Close()
-	var st runtime.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: GET /v1/status: %s: %v", in.name, resp.Status, err)
-	}
-	return st
-}
-
-// killNow sends SIGKILL to the instance and waits for its death.
-func (in *instance) killNow(t testing.TB) {
-	t.Helper()
-	if err := in.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("%s: SIGKILL: %v", in.name, err)
-	}
-	if code := in.wait(t, 30*time.Second); code != -1 {
-		t.Fatalf("%s exited %d after SIGKILL, want death by the signal", in.name, code)
-	}
-	in.killedAt = time.Now()
-}
 
 // taskName names a task as the logs and these tests do: "count_2".
 func taskName(proc string, part int32) string { return fmt.Sprintf("%s_%d", proc, part) }

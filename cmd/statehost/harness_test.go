@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/host/runtime"
+	"github.com/statehost/statehost/internal/broker"
+	"github.com/statehost/statehost/internal/kafkacluster"
+)
+
+// The harness of the process tests: the one set of helpers that start a broker and the
+// statehost program as processes, make clients of the broker, produce in the background and
+// read what the processes wrote. The reading of the processes' log lines is in
+// harness_logs_test.go, in one place.
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+	binaryDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the statehost program once for the tests of the package.
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		if binaryDir, binaryErr = os.MkdirTemp("", "statehost-test"); binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "statehost")
+		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
+		if err != nil {
+			binaryErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
+}
+
+// brokerProcess is `statehost broker` running as a process.
+type brokerProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+	log  syncBuffer // its stderr, logged when the test fails
+
+	cluster *kafkacluster.Cluster // instead of the process, with STATEHOST_TEST_KAFKA=1
+}
+
+// startBrokerProcess starts the test's broker: `statehost broker` on a free port with dir,
+// once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1, an Apache Kafka
+// cluster (scripts/kafka) of 3 nodes (STATEHOST_TEST_KAFKA_NODES=1: of 1), its address the
+// first broker's: the clients find the others from it.
+func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
+	t.Helper()
+	if kafkacluster.Requested() {
+		c := kafkacluster.Start(t, kafkacluster.Nodes(t))
+		return &brokerProcess{addr: c.Brokers()[0], cluster: c}
+	}
+	return startStatehostBroker(t, bin, dir)
+}
+
+// startStatehostBroker starts `statehost broker` on a free port with dir and waits for its
+// "broker listening" log line, whatever broker the other tests use: for the tests of the
+// command itself.
+func startStatehostBroker(t testing.TB, bin, dir string) *brokerProcess {
+	t.Helper()
+	p, err := tryStartBroker(t, bin, dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("statehost broker: %v", err)
+	}
+	return p
+}
+
+// tryStartBroker starts `statehost broker` on addr with the data directory dir and waits for
+// its "broker listening" log line (of that directory). The test's cleanup kills it, and logs
+// its stderr when the test failed.
+func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error) {
+	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
+			var line struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+				DataDir string `json:"data_dir"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "broker listening" && line.DataDir == dir {
+				listening <- line.Addr
+			}
+		}
+		io.Copy(&p.log, stderr)
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case p.addr = <-listening:
+	case err := <-p.done:
+		return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-p.done
+		return nil, fmt.Errorf("did not log \"broker listening\" within 20s")
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stderr of statehost broker (%s):\n%s", addr, p.log.String())
+		}
+	})
+	return p, nil
+}
+
+// stop sends SIGTERM and returns the exit code: on a Kafka cluster, to every node, and 0 once
+// they are gone (scripts/kafka down SIGKILLs a node still there after its timeout).
+func (p *brokerProcess) stop(t testing.TB) int {
+	t.Helper()
+	if p.cluster != nil {
+		p.cluster.Stop(t)
+		return 0
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(20 * time.Second):
+		t.Fatal("statehost broker did not exit within 20s of SIGTERM")
+		return -1
+	}
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startBrokerAt starts `statehost broker` on addr with the data directory dir, as
+// startBrokerProcess does on a free port, retrying for a few seconds while the address is
+// still taken (the previous broker's socket).
+func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := tryStartBroker(t, bin, dir, addr)
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statehost broker on %s: %v", addr, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// halt stops the broker with sig (SIGTERM: a clean stop, exit 0; SIGKILL: death) and waits
+// for its end.
+func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if sig == syscall.SIGTERM {
+		if code := p.stop(t); code != 0 {
+			t.Fatalf("statehost broker exited %d after SIGTERM, want 0", code)
+		}
+		return
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("statehost broker did not die within 20s of %v", sig)
+	}
+}
+
+// startBroker starts a broker on a free port with topics of the given partition counts.
+func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(testClient(t, b.Addr()))
+	for topic, parts := range topics {
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			t.Fatalf("creating %s: %v", topic, err)
+		}
+	}
+	return b
+}
+
+func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newKafkaClient returns a client of the broker at addr; the caller closes it.
+func newKafkaClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// appProcess is `statehost run` running as a process, its logs JSON lines.
+type appProcess struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr syncBuffer
+	done   chan struct{}
+	code   int // the exit code once done is closed; -1 when a signal ended it
+
+	logFile string // where a failed test writes stderr; "": the test log
+}
+
+// startApp starts `statehost run --config cfg --log-json [args]`. Cleanup kills it if it
+// still runs, and logs its stderr (or writes it to p.logFile when set) if the test failed.
+func startApp(t testing.TB, bin, cfg, name string, args ...string) *appProcess {
+	t.Helper()
+	p := &appProcess{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			p.code = exit.ExitCode()
+		case err != nil:
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		switch {
+		case !t.Failed():
+		case p.logFile != "":
+			if err := os.WriteFile(p.logFile, []byte(p.stderr.String()), 0o644); err == nil {
+				t.Logf("stderr of %s (exit %d) written to %s", p.name, p.code, p.logFile)
+			}
+		default:
+			t.Logf("stderr of %s (exit %d):\n%s", p.name, p.code, p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *appProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends sig and waits for the exit code.
+func (p *appProcess) stop(t testing.TB, sig syscall.Signal) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	return p.wait(t, 60*time.Second)
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *appProcess) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v", p.name, timeout)
+		return 0
+	}
+}
+
+// stopClean sends SIGTERM to the app and expects exit 0 after a "stopped" log line.
+func stopClean(t *testing.T, app *appProcess) {
+	t.Helper()
+	if code := app.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM, want 0", app.name, code)
+	}
+	if len(app.logs("stopped")) != 1 {
+		t.Errorf("%s did not log \"stopped\" once", app.name)
+	}
+}
+
+// kill sends SIGKILL to the app and waits for it to die.
+func kill(t *testing.T, app *appProcess) {
+	t.Helper()
+	if code := app.stop(t, syscall.SIGKILL); code != -1 {
+		t.Fatalf("%s exited %d after SIGKILL, want death by the signal", app.name, code)
+	}
+}
+
+// instance is one statehost process of the word count among several: its directory (config
+// and state) and the address of its admin listener.
+type instance struct {
+	*appProcess
+	dir      string
+	admin    string    // host:port
+	killedAt time.Time // when it died of SIGKILL; zero: not killed
+}
+
+// startInstance writes the word-count configuration o, with an admin listener on a free port,
+// into dir and starts it as a process; it returns once the admin listener is up. A failed test
+// writes the instance's stderr to a file in the temporary directory (they are long).
+func startInstance(t testing.TB, bin, addr, dir, name string, o appOptions) *instance {
+	t.Helper()
+	o.admin = true
+	cfg := writeAppConfigWith(t, dir, addr, o)
+	in := &instance{appProcess: startApp(t, bin, cfg, name), dir: dir}
+	in.logFile = filepath.Join(os.TempDir(), strings.NewReplacer("/", "_", " ", "-", "=", "").Replace(t.Name()+"-"+name)+".log")
+	in.waitLog(t, 60*time.Second, "its admin listener", func() bool {
+		if ls := in.logs("admin listening"); len(ls) > 0 {
+			in.admin = ls[0].Addr
+		}
+		return in.admin != ""
+	})
+	return in
+}
+
+// status returns the instance's GET /v1/status.
+func (in *instance) status(t testing.TB) runtime.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.admin+"/v1/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: GET /v1/status: %v", in.name, err)
+	}
+	defer resp.Body.Close()
+	var st runtime.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: GET /v1/status: %s: %v", in.name, resp.Status, err)
+	}
+	return st
+}
+
+// killNow sends SIGKILL to the instance and waits for its death.
+func (in *instance) killNow(t testing.TB) {
+	t.Helper()
+	if err := in.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("%s: SIGKILL: %v", in.name, err)
+	}
+	if code := in.wait(t, 30*time.Second); code != -1 {
+		t.Fatalf("%s exited %d after SIGKILL, want death by the signal", in.name, code)
+	}
+	in.killedAt = time.Now()
+}
