@@ -17,6 +17,7 @@ func TestConsumeHeaders(t *testing.T) {
 	b := startBroker(t, map[string]int32{"h": 1})
 	ctx := testContext(t)
 	cl := testClient(t, b.Addr(), kgo.DefaultProduceTopic("h"))
+	defer cl.Close()
 	recs := []*kgo.Record{
 		{Key: []byte("k1"), Value: []byte("v1"), Headers: []kgo.RecordHeader{
 			{Key: "statehost.error", Value: []byte("engine: failed\nsecond line\twith a tab <and> \"quotes\"")},

@@ -67,7 +67,7 @@ type crashOffsets struct {
 // crashListOffsets returns the offsets of topic; a topic that does not exist has none.
 func crashListOffsets(t testing.TB, addr, topic string) crashOffsets {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -101,7 +101,7 @@ func crashListOffsets(t testing.TB, addr, topic string) crashOffsets {
 // crashInputProgress returns how many sentences the group has committed and how many there are.
 func crashInputProgress(t testing.TB, addr string) (committed, produced int64) {
 	t.Helper()
-	committed, produced, err := tryInputProgress(t.Context(), addr)
+	committed, produced, err := tryInputProgress(t, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +110,11 @@ func crashInputProgress(t testing.TB, addr string) (committed, produced int64) {
 
 // tryInputProgress is crashInputProgress, which returns the error of a broker that does not
 // answer (a Kafka node killed a moment ago still leads partitions in the metadata).
-func tryInputProgress(ctx context.Context, addr string) (committed, produced int64, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return 0, 0, err
-	}
+func tryInputProgress(t testing.TB, addr string) (committed, produced int64, err error) {
+	t.Helper()
+	cl := testClient(t, addr)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	resp, err := adm.FetchOffsets(ctx, e2eApp)
@@ -209,7 +207,7 @@ func crashTryReadRecords(t testing.TB, addr, topic string, readCommitted bool, u
 	if readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	cl := newKafkaClient(t, addr, opts...)
+	cl := testClient(t, addr, opts...)
 	defer cl.Close()
 	want := map[int32]int64{}
 	for p, end := range upTo {
@@ -283,7 +281,7 @@ func crashLastDataEnds(t testing.TB, addr, topic string) map[int32]int64 {
 // commit markers, which no consumer commits past: hence the last data record, not the end.
 func crashWaitProcessed(t testing.TB, addr, group string, timeout time.Duration, topics ...string) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(timeout)

@@ -108,7 +108,7 @@ func crashLoop(t *testing.T, guarantee string) {
 		guarantee, kills, n, words, len(ref), seed, seed)
 
 	// The producer does not wait for the first app to create the input topic.
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 4, 1, nil, "sentences"); err != nil {
 		t.Fatal(err)
 	}

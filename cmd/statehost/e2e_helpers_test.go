@@ -176,7 +176,7 @@ func addCounts(ref, more map[string]int) {
 // topicEnds returns the end offsets of topic by partition.
 func topicEnds(t testing.TB, addr, topic string) map[int32]int64 {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -210,7 +210,7 @@ func waitCounts(t testing.TB, addr, topic string, want map[string]string) {
 // topics, on every partition.
 func waitCommitted(t testing.TB, addr, group string, topics ...string) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(60 * time.Second)

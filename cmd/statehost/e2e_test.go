@@ -246,7 +246,7 @@ func TestE2ELoggingDisabled(t *testing.T) {
 	ref["a"] = 1
 	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
 	if err != nil {
@@ -416,7 +416,7 @@ processor "tokenize" {
 	}
 	wantLines(t, "run with a missing input topic", run.stderr,
 		missing+`:9:14: error: Unknown input topic`, `   9:   inputs  = ["no-such-topic"]`)
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
 	if err != nil {

@@ -90,7 +90,7 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 	}, two...)
 
 	began := time.Now()
-	cl := newKafkaClient(b, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+	cl := testClient(b, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond))
 	defer cl.Close()
 	const perSentence = 10
@@ -119,7 +119,7 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 
 	// One marker sentence for each partition of sentences, with a word for each count task:
 	// the last one out has been through every task of the killed instance.
-	out := newKafkaClient(b, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"word-counts": offsetsAt(topicEnds(b, addr, "word-counts"))}),
+	out := testClient(b, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"word-counts": offsetsAt(topicEnds(b, addr, "word-counts"))}),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	defer out.Close()
 	markers := map[string]bool{}
@@ -138,7 +138,7 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 		}
 		markerRecs = append(markerRecs, &kgo.Record{Topic: "sentences", Partition: s, Value: []byte(strings.Join(words, " "))})
 	}
-	manual := newKafkaClient(b, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	manual := testClient(b, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer manual.Close()
 
 	killAt := time.Now()

@@ -158,7 +158,7 @@ type fencingProducer struct {
 
 func startFencingProducer(t *testing.T, addr string, lines []string) *fencingProducer {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	p := &fencingProducer{lines: lines, stop: make(chan struct{}), done: make(chan error, 1)}
 	go func() {
 		defer cl.Close()
@@ -317,7 +317,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	fencing := appOptions{guarantee: "exactly_once", sessionTimeout: fencingSession}
 	cfgA := writeAppConfigWith(t, filepath.Join(dir, "a"), addr, fencing)
 	cfgB := writeAppConfigWith(t, filepath.Join(dir, "b"), addr, fencing)
-	admCl := newKafkaClient(t, addr)
+	admCl := testClient(t, addr)
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 

@@ -237,7 +237,9 @@ func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
 	t.Cleanup(func() { b.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(testClient(t, b.Addr()))
+	cl := testClient(t, b.Addr())
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	for topic, parts := range topics {
 		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
 			t.Fatalf("creating %s: %v", topic, err)
@@ -246,24 +248,15 @@ func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
 	return b
 }
 
-func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// newKafkaClient returns a client of the broker at addr; the caller closes it.
-func newKafkaClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+// testClient returns a client of the broker at addr with the options opts: the one way the
+// tests make a client. The caller closes it.
+func testClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {

@@ -154,7 +154,7 @@ func (a *hostileApp) write(t *testing.T, dir, addr string) string {
 // createTopics creates the topics (name -> partitions) on the broker at addr.
 func createTopics(t testing.TB, addr string, topics map[string]int) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -180,7 +180,7 @@ type keyed struct {
 // acknowledgements.
 func produceKeyed(t testing.TB, addr, topic string, recs ...keyed) {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<20))
+	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<20))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()

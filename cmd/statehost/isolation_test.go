@@ -222,7 +222,7 @@ func (s *firstSeen) at(key string) (time.Time, bool) {
 func followFirstSeen(t *testing.T, addr string, topics ...string) *firstSeen {
 	t.Helper()
 	s := &firstSeen{m: map[string]time.Time{}}
-	cl := newKafkaClient(t, addr, kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := testClient(t, addr, kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -312,7 +312,7 @@ func sharedPartitionOffsets(t *testing.T, bin, guarantee string) {
 	} else {
 		time.Sleep(time.Second) // the record loops; both tasks have it
 	}
-	cl := newKafkaClient(t, br.addr)
+	cl := testClient(t, br.addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	// What is read before the poison metric shows 0 was read while the record looped.

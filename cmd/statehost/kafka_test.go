@@ -19,6 +19,7 @@ func readAll(t *testing.T, addr, topic string, n int) []*kgo.Record {
 	t.Helper()
 	ctx := testContext(t)
 	cl := testClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
 	var recs []*kgo.Record
 	for len(recs) < n {
 		fs := cl.PollFetches(ctx)
@@ -111,6 +112,7 @@ func TestConsumeNullValueAndBound(t *testing.T) {
 	b := startBroker(t, map[string]int32{"t": 2, "empty": 2})
 	ctx := testContext(t)
 	cl := testClient(t, b.Addr())
+	defer cl.Close()
 	recs := []*kgo.Record{
 		{Topic: "t", Key: []byte("gone"), Value: nil},
 		{Topic: "t", Key: []byte("here"), Value: []byte("1")},
@@ -135,6 +137,7 @@ func TestConsumeFollow(t *testing.T) {
 	b := startBroker(t, map[string]int32{"f": 3})
 	ctx := testContext(t)
 	cl := testClient(t, b.Addr())
+	defer cl.Close()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "f", Key: []byte("old"), Value: []byte("1")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +185,9 @@ func TestMissingTopic(t *testing.T) {
 			t.Errorf("%s to a missing topic took %v to fail", cmd, d)
 		}
 	}
-	topics, err := kadm.NewClient(testClient(t, b.Addr())).ListTopics(ctx)
+	cl := testClient(t, b.Addr())
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func (p *appProcess) waitMetric(t testing.TB, addr, name, labels string, want fl
 // if the app exits.
 func (p *appProcess) waitCommittedRunning(t testing.TB, addr, group, topic string) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ends := topicEnds(t, addr, topic)
@@ -142,7 +142,7 @@ func peakRSS(t testing.TB, pid int) int64 {
 // alterTopicConfig sets one config of topic on the broker at addr.
 func alterTopicConfig(t testing.TB, addr, topic, key, value string) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -182,7 +182,7 @@ func kafkaOutages(t *testing.T, c *kafkacluster.Cluster, addr string) []outagePh
 // group, unless that is node 1 (the test's bootstrap), then node 2.
 func outageNode(t *testing.T, addr string) int {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -208,7 +208,7 @@ type outageProducer struct {
 
 func startOutageProducer(t *testing.T, addr string) *outageProducer {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+	cl := testClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
 		// Not idempotent: after a SIGKILL the broker has forgotten the producer's sequence
 		// numbers, which holds an idempotent producer back for a produce timeout. A batch
@@ -274,7 +274,7 @@ func waitProgress(t *testing.T, app *instance, addr string, after int64, timeout
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		committed, produced, err := tryInputProgress(t.Context(), addr)
+		committed, produced, err := tryInputProgress(t, addr)
 		if err == nil && committed > after {
 			return
 		}
@@ -297,7 +297,7 @@ func inputCommitted(t *testing.T, addr string) int64 {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		committed, _, err := tryInputProgress(t.Context(), addr)
+		committed, _, err := tryInputProgress(t, addr)
 		if err == nil {
 			return committed
 		}

@@ -289,7 +289,7 @@ func TestRunProgressFlag(t *testing.T) {
 // directly, as a store's changelog that grew large.
 func fillChangelog(t testing.TB, addr, topic string, partitions int32, n int) {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -328,7 +328,7 @@ func TestRunProgressProcess(t *testing.T) {
 	// The changelog of the store counts exists before the first run, large (the runtime
 	// leaves the configs of an existing changelog alone, and checks its partition count).
 	began := time.Now()
-	cl := newKafkaClient(t, b.addr)
+	cl := testClient(t, b.addr)
 	resp, err := kadm.NewClient(cl).CreateTopic(t.Context(), 3, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, e2eChangelog)
 	cl.Close()
 	if err == nil {

@@ -187,7 +187,7 @@ func storeStatus(st runtime.Status, proc string, part int32) (runtime.TaskStatus
 // sorted lists joined with spaces, sorted; ok is false while the group is not stable.
 func groupTasks(t testing.TB, addr string) (members []string, ok bool) {
 	t.Helper()
-	cl := newKafkaClient(t, addr)
+	cl := testClient(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -384,7 +384,7 @@ type steadyProducer struct {
 // startSteadyProducer produces lines, batch every interval; once all are produced it idles.
 func startSteadyProducer(t testing.TB, addr string, lines []string, batch int, every time.Duration) *steadyProducer {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl := testClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	p := &steadyProducer{stopc: make(chan struct{}), done: make(chan error, 1), lines: lines}
 	go func() {
 		defer cl.Close()

@@ -214,7 +214,7 @@ const (
 
 func startSoakProducer(t *testing.T, addr string, seed uint64, n int) *soakProducer {
 	t.Helper()
-	cl := newKafkaClient(t, addr, kgo.DefaultProduceTopic(soakSentences),
+	cl := testClient(t, addr, kgo.DefaultProduceTopic(soakSentences),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
 		// Not idempotent, as the outage test's producer: a batch written twice is counted
 		// twice by the reference too, which is read from the topic.

@@ -160,7 +160,7 @@ func TestSoak(t *testing.T) {
 		s.startBroker()
 		s.sum.set("broker", "statehost broker (kfake)")
 	}
-	cl := newKafkaClient(t, s.addr)
+	cl := testClient(t, s.addr)
 	t.Cleanup(cl.Close)
 	s.adm = kadm.NewClient(cl)
 	for i := range *soakInstancesF {

@@ -25,7 +25,7 @@ func TestOffsetsOnlyTransactions(t *testing.T) {
 		appOptions{guarantee: "exactly_once", commitInterval: 10 * time.Millisecond})
 	app.waitTasks(t, 60*time.Second)
 
-	cl := newKafkaClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl := testClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	defer cl.Close()
 	const batches, batch = 150, 4
 	for range batches {

@@ -210,7 +210,7 @@ processor "other" {
 		`  12:   inputs = ["a", "b"]`,
 		`  18:   store "counts" {}`,
 		`  22:   inputs = ["missing"]`)
-	cl := newKafkaClient(t, broker.addr)
+	cl := testClient(t, broker.addr)
 	defer cl.Close()
 	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
 	if err != nil {

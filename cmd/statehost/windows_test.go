@@ -85,7 +85,7 @@ processor "wc" {
 		recs = append(recs, windowtest.Records("clicks", p, []windowtest.Event{e})...)
 	}
 
-	cl := newKafkaClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 2, 1, nil, "clicks"); err != nil {
 		t.Fatal(err)
 	}
