@@ -113,8 +113,8 @@ func TestAdminTokenCommands(t *testing.T) {
 	b := startApp(t, bin, cfgB, "b")
 	addrA, addrB := "127.0.0.1:"+portA, "127.0.0.1:"+portB
 
-	a.waitLog(t, 60*time.Second, "its admin listener", func() bool { return len(a.logs("admin listening")) > 0 })
-	b.waitLog(t, 60*time.Second, "its admin listener", func() bool { return len(b.logs("admin listening")) > 0 })
+	a.adminAddr(t)
+	b.adminAddr(t)
 	var onA, onB map[int32]bool
 	deadline := time.Now().Add(60 * time.Second)
 	for {

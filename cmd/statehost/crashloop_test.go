@@ -231,7 +231,7 @@ func crashPhase(app *appProcess) string {
 	}
 	running := map[string]bool{}
 	for _, l := range app.logs("task running") {
-		running[fmt.Sprintf("%s_%d", l.Processor, l.Partition)] = true
+		running[taskName(l.Processor, l.Partition)] = true
 	}
 	if len(restored) < crashPartition || len(running) < e2eTasks {
 		return fmt.Sprintf("restoring (%d/%d stores restored, %d/%d tasks running)", len(restored), crashPartition, len(running), e2eTasks)

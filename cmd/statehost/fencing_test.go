@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -68,49 +66,12 @@ type fencingCase struct {
 // frozen.
 func (c fencingCase) timesOut() bool { return c.pause > fencingTxnTimeout }
 
-// fenceLine is a JSON log line of an instance with the fields this test reads.
-type fenceLine struct {
-	Message    string          `json:"@message"`
-	Level      string          `json:"@level"`
-	Time       string          `json:"@timestamp"`
-	Processor  string          `json:"processor"`
-	Partition  int32           `json:"partition"`
-	Partitions json.RawMessage `json:"partitions"`
-	Reason     any             `json:"reason"`
-	Error      any             `json:"error"`
-	TxnID      string          `json:"transactional_id"`
-	Action     string          `json:"action"`
-	raw        string
-}
-
-// fenceLines returns every JSON line the instance logged so far, in order.
-func fenceLines(p *appProcess) []fenceLine {
-	var out []fenceLine
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l fenceLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil {
-			l.raw = sc.Text()
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// parts returns the topic partitions of a "partitions assigned/revoked/lost" line.
-func (l fenceLine) parts() map[string][]int32 {
-	var m map[string][]int32
-	_ = json.Unmarshal(l.Partitions, &m)
-	return m
-}
-
 // fenceRunning returns the tasks ("tokenize_0") that run according to lines: logged "task
 // running" and not "task closed" since.
-func fenceRunning(lines []fenceLine) map[string]bool {
+func fenceRunning(lines []logLine) map[string]bool {
 	running := map[string]bool{}
 	for _, l := range lines {
-		id := fmt.Sprintf("%s_%d", l.Processor, l.Partition)
+		id := taskName(l.Processor, l.Partition)
 		switch l.Message {
 		case "task running":
 			running[id] = true
@@ -131,13 +92,13 @@ func fenceTaskInput(task string) string {
 }
 
 // fenceAssigned returns the partitions ("sentences/0") of the "partitions assigned" lines.
-func fenceAssigned(lines []fenceLine) map[string]bool {
+func fenceAssigned(lines []logLine) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range lines {
 		if l.Message != "partitions assigned" {
 			continue
 		}
-		for topic, ps := range l.parts() {
+		for topic, ps := range l.partitions() {
 			for _, p := range ps {
 				out[fmt.Sprintf("%s/%d", topic, p)] = true
 			}
@@ -222,17 +183,6 @@ func (p *fencingProducer) finish(t *testing.T) []string {
 		t.Fatal("the producer did not stop within 60s")
 	}
 	return p.lines[:p.produced()]
-}
-
-// fenceLastError returns the error of the last line of the instance that has one.
-func fenceLastError(p *appProcess) string {
-	lines := fenceLines(p)
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := lines[i]; l.Error != nil && l.Level == "error" {
-			return fmt.Sprintf("%q: %v", l.Message, l.Error)
-		}
-	}
-	return "no error logged"
 }
 
 // startFencingApp starts `statehost run` as startApp does, with --log-level
@@ -337,7 +287,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	mark("A runs the %d tasks", e2eTasks)
 	t.Cleanup(func() { syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT) }) // before the kill
 	var txnA string
-	for _, l := range fenceLines(a) {
+	for _, l := range a.logs("") {
 		if l.Message == "exactly-once: transactional producer ready" && l.TxnID != "" {
 			txnA = l.TxnID
 			break
@@ -359,7 +309,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		if b.exited() {
 			t.Fatalf("B exited %d", b.code)
 		}
-		ownedA, ownedB = fenceRunning(fenceLines(a)), fenceRunning(fenceLines(b))
+		ownedA, ownedB = fenceRunning(a.logs("")), fenceRunning(b.logs(""))
 		if len(ownedA) == 0 || len(ownedB) == 0 || len(ownedA)+len(ownedB) != e2eTasks {
 			return false
 		}
@@ -383,11 +333,11 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		misses int
 	)
 	for attempt := 1; ; attempt++ {
-		if len(fenceRunning(fenceLines(a))) == 0 {
+		if len(fenceRunning(a.logs(""))) == 0 {
 			t.Fatal("A runs no task any more before the pause")
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(100 * time.Millisecond))))
-		nB = len(fenceLines(b))
+		nB = len(b.logs(""))
 		if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +355,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		}
 		if inside {
 			time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its log
-			nA = len(fenceLines(a))
+			nA = len(a.logs(""))
 			break
 		}
 		if attempt == fencingFreezeAttempts {
@@ -417,7 +367,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		misses++
 	}
 	mark("A frozen inside its transaction after %d freezes outside one", misses)
-	ownedA = fenceRunning(fenceLines(a))
+	ownedA = fenceRunning(a.logs(""))
 	if len(ownedA) == 0 {
 		t.Fatal("A runs no task any more before the pause")
 	}
@@ -432,7 +382,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 
 	var assignedAt, takenAt, abortedAt time.Duration
 	for {
-		linesB := fenceLines(b)[nB:]
+		linesB := b.logs("")[nB:]
 		if assignedAt == 0 {
 			got := fenceAssigned(linesB)
 			covered := true
@@ -444,7 +394,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 				mark("B was assigned A's partitions %v after %v", slices.Sorted(maps.Keys(lostParts)), assignedAt.Round(time.Millisecond))
 			}
 		}
-		if takenAt == 0 && len(fenceRunning(fenceLines(b))) == e2eTasks {
+		if takenAt == 0 && len(fenceRunning(b.logs(""))) == e2eTasks {
 			takenAt = time.Since(paused)
 			mark("B runs the %d tasks, %v after the pause", e2eTasks, takenAt.Round(time.Millisecond))
 		}
@@ -483,7 +433,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		t.Errorf("A's transaction did not stay open while A was frozen: %s (frozen at epoch %d)", fenceTxnString(before), frozen.ProducerEpoch)
 	}
 
-	nA2 := len(fenceLines(a))
+	nA2 := len(a.logs(""))
 	if nA2 != nA {
 		t.Errorf("A logged %d lines while frozen", nA2-nA)
 	}
@@ -495,9 +445,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 
 	// The zombie finds out: its commit is refused ("transaction aborted"), or the group
 	// tells it that its partitions are gone ("partitions lost").
-	fenced := func() []fenceLine {
-		var out []fenceLine
-		for _, l := range fenceLines(a)[nA:] {
+	fenced := func() []logLine {
+		var out []logLine
+		for _, l := range a.logs("")[nA:] {
 			if l.Message == "transaction aborted" || l.Message == "partitions lost" {
 				out = append(out, l)
 			}
@@ -506,11 +456,11 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	}
 	// Past the timeout, A must report the aborted transaction (checked below), which may come
 	// some time after "partitions lost": wait for that line itself.
-	reported := func(found []fenceLine) bool {
+	reported := func(found []logLine) bool {
 		if !c.timesOut() {
 			return len(found) > 0
 		}
-		return slices.ContainsFunc(found, func(l fenceLine) bool { return l.Message == "transaction aborted" })
+		return slices.ContainsFunc(found, func(l logLine) bool { return l.Message == "transaction aborted" })
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for !reported(fenced()) && !a.exited() && time.Now().Before(deadline) {
@@ -540,9 +490,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	deadline = time.Now().Add(90 * time.Second)
 	rejoined := false
 	for !a.exited() {
-		if slices.ContainsFunc(fenceLines(a)[nA:], func(l fenceLine) bool { return l.Message == "task running" }) {
+		if slices.ContainsFunc(a.logs("")[nA:], func(l logLine) bool { return l.Message == "task running" }) {
 			rejoined = true
-			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))))
+			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(a.logs("")))))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -552,9 +502,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if a.exited() {
-		mark("A exited %d after SIGCONT: %s", a.code, fenceLastError(a))
+		mark("A exited %d after SIGCONT: %s", a.code, lastError(a))
 		if a.code != 0 {
-			t.Errorf("A exited %d after SIGCONT, want it to go on or exit 0: %s", a.code, fenceLastError(a))
+			t.Errorf("A exited %d after SIGCONT, want it to go on or exit 0: %s", a.code, lastError(a))
 		} else if c.timesOut() {
 			t.Errorf("A exited 0 after SIGCONT, want it to rejoin the group with a new transactional producer and run tasks again")
 		}
@@ -564,7 +514,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	if c.timesOut() {
 		// A's producer was fenced: it must have found out through an aborted transaction,
 		// reset (a new transactional producer) or ordinary.
-		var aborted []fenceLine
+		var aborted []logLine
 		for _, l := range found {
 			if l.Message == "transaction aborted" {
 				aborted = append(aborted, l)
@@ -573,14 +523,14 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		switch {
 		case len(aborted) == 0:
 			t.Errorf("A's producer was fenced, but A logged no \"transaction aborted\" after SIGCONT")
-		case slices.ContainsFunc(aborted, func(l fenceLine) bool { return l.Action != "" }):
+		case slices.ContainsFunc(aborted, func(l logLine) bool { return l.Action != "" }):
 			mark("A reset its fenced transactional producer (\"transaction aborted\" with an action)")
 		default:
 			mark("A handled its fenced producer as an ordinary abort")
 		}
 		if rejoined {
 			ready := 0
-			for _, l := range fenceLines(a)[nA:] {
+			for _, l := range a.logs("")[nA:] {
 				if l.Message == "exactly-once: transactional producer ready" {
 					ready++
 				}
@@ -594,15 +544,15 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	lines := prod.finish(t)
 	mark("producer stopped after %d sentences", len(lines))
 	if b.exited() {
-		t.Fatalf("B exited %d: %s", b.code, fenceLastError(b))
+		t.Fatalf("B exited %d: %s", b.code, lastError(b))
 	}
 	crashWaitProcessed(t, addr, e2eApp, 120*time.Second, "sentences", e2eRepart)
 	mark("the group processed all its input: A runs %v, B runs %v",
-		slices.Sorted(maps.Keys(fenceRunning(fenceLines(a)))), slices.Sorted(maps.Keys(fenceRunning(fenceLines(b)))))
+		slices.Sorted(maps.Keys(fenceRunning(a.logs("")))), slices.Sorted(maps.Keys(fenceRunning(b.logs("")))))
 
 	for _, p := range []*appProcess{a, b} {
 		warns := map[string]int{}
-		for _, l := range fenceLines(p) {
+		for _, l := range p.logs("") {
 			if l.Level == "warn" || l.Level == "error" {
 				if warns[l.Message]++; warns[l.Message] <= 3 {
 					t.Logf("%s: %s", p.name, l.raw)
@@ -623,7 +573,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 			t.Fatal(err)
 		}
 		if code := p.wait(t, 60*time.Second); code != 0 {
-			t.Errorf("%s exited %d after SIGTERM, want 0: %s", p.name, code, fenceLastError(p))
+			t.Errorf("%s exited %d after SIGTERM, want 0: %s", p.name, code, lastError(p))
 		} else {
 			mark("%s stopped with exit 0", p.name)
 		}
@@ -645,7 +595,7 @@ func fenceLogResumed(t *testing.T, a *appProcess, from int, resumed time.Time) {
 	t.Helper()
 	const most = 60
 	shown, skipped := 0, 0
-	for _, l := range fenceLines(a)[from:] {
+	for _, l := range a.logs("")[from:] {
 		if l.Level == "debug" || l.Level == "trace" {
 			continue
 		}
@@ -655,8 +605,8 @@ func fenceLogResumed(t *testing.T, a *appProcess, from int, resumed time.Time) {
 		}
 		shown++
 		at := "?"
-		if ts, err := time.Parse(time.RFC3339Nano, l.Time); err == nil {
-			at = fmt.Sprintf("%+.3fs", ts.Sub(resumed).Seconds())
+		if !l.Time.IsZero() {
+			at = fmt.Sprintf("%+.3fs", l.Time.Sub(resumed).Seconds())
 		}
 		t.Logf("A after SIGCONT %s: %s", at, l.raw)
 	}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -35,13 +33,7 @@ func TestGuestLogFlood(t *testing.T) {
 	app := hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out"}}}
 	cfg := app.write(t, dir, br.addr)
 	p := startApp(t, bin, cfg, "app")
-	var admin string
-	p.waitLog(t, 60*time.Second, "the admin listener", func() bool {
-		if ls := p.logs("admin listening"); len(ls) > 0 {
-			admin = ls[0].Addr
-		}
-		return admin != ""
-	})
+	admin := p.adminAddr(t)
 
 	produceKeyed(t, br.addr, "in",
 		keyed{"a", "", 0}, keyed{"noisy", "log 1000000", 0}, keyed{"noisy", "print 1000000", 0},
@@ -129,16 +121,8 @@ func TestGoCrashOneEntry(t *testing.T) {
 
 	var noise, crashes, other int
 	var crash string
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Message string `json:"@message"`
-			Level   string `json:"@level"`
-			Stream  string `json:"stream"`
-			Crash   string `json:"crash"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stream != "stderr" {
+	for _, e := range p.logs("") {
+		if e.Stream != "stderr" {
 			continue
 		}
 		switch {
@@ -149,7 +133,7 @@ func TestGoCrashOneEntry(t *testing.T) {
 			crash = e.Crash
 		default:
 			other++
-			t.Logf("stderr entry: %s", sc.Bytes())
+			t.Logf("stderr entry: %s", e.raw)
 		}
 	}
 	if noise != 100 || crashes != 1 || other != 0 {

@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,33 +12,75 @@ import (
 // The reading of the JSON log lines of the statehost processes, all of it: the tests read
 // what a process did from its logs only through the functions of this file.
 
-// logLine is a JSON log line of the app with the fields the tests read.
+// logLine is a JSON log line of a statehost process (hclog's format, --log-json), with the
+// fields that the tests read.
 type logLine struct {
-	Message   string `json:"@message"`
-	Level     string `json:"@level"`
-	Module    string `json:"@module"`
-	Processor string `json:"processor"`
-	Store     string `json:"store"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-	EndOffset int64  `json:"end_offset"`
-	Records   int64  `json:"records"`
-	Error     string `json:"error"`
-	Addr      string `json:"addr"`
+	Time       time.Time       `json:"@timestamp"`
+	Level      string          `json:"@level"`
+	Module     string          `json:"@module"`
+	Message    string          `json:"@message"`
+	Processor  string          `json:"processor"`
+	Store      string          `json:"store"`
+	Partition  int32           `json:"partition"`
+	Offset     int64           `json:"offset"`
+	EndOffset  int64           `json:"end_offset"`
+	Records    int64           `json:"records"`
+	Partitions json.RawMessage `json:"partitions"` // topic -> partitions in "partitions assigned" and the like
+	Tasks      []string        `json:"tasks"`
+	Error      string          `json:"error"`
+	Reason     string          `json:"reason"`
+	Action     string          `json:"action"`
+	TxnID      string          `json:"transactional_id"`
+	Addr       string          `json:"addr"`
+	DataDir    string          `json:"data_dir"`
+	Stream     string          `json:"stream"` // a guest's output: "stdout" or "stderr"
+	Crash      string          `json:"crash"`  // the crash dump of a guest's output
+	raw        string          // the line as logged
 }
 
-// logs returns the JSON lines logged so far with the message msg (all lines for "").
+// parseLogLine reads one log line; ok is false when it is not a JSON object. A field whose
+// value has another type than logLine's (the "tasks" that a line counts rather than lists)
+// is left zero: the line is kept.
+func parseLogLine(line string) (l logLine, ok bool) {
+	if err := json.Unmarshal([]byte(line), &l); err == nil {
+		l.raw = line
+		return l, true
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal([]byte(line), &fields) != nil {
+		return logLine{}, false
+	}
+	l = logLine{raw: line}
+	v := reflect.ValueOf(&l).Elem()
+	for i := range v.NumField() {
+		if key := v.Type().Field(i).Tag.Get("json"); key != "" {
+			if raw, ok := fields[key]; ok {
+				_ = json.Unmarshal(raw, v.Field(i).Addr().Interface())
+			}
+		}
+	}
+	return l, true
+}
+
+// logs returns the JSON lines that the process logged so far with the message msg (every
+// line for ""), in order: the one way the tests read a process's logs.
 func (p *appProcess) logs(msg string) []logLine {
 	var out []logLine
 	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l logLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && (msg == "" || l.Message == msg) {
+		if l, ok := parseLogLine(sc.Text()); ok && (msg == "" || l.Message == msg) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// partitions returns the topic partitions of a "partitions assigned/revoked/lost" line.
+func (l logLine) partitions() map[string][]int32 {
+	var m map[string][]int32
+	_ = json.Unmarshal(l.Partitions, &m)
+	return m
 }
 
 // waitLog polls the logs until cond holds; it fails the test if the process exits first.
@@ -62,7 +104,7 @@ func (p *appProcess) waitTasks(t testing.TB, timeout time.Duration) {
 	p.waitLog(t, timeout, "all tasks running", func() bool {
 		seen := map[string]bool{}
 		for _, l := range p.logs("task running") {
-			seen[fmt.Sprintf("%s_%d", l.Processor, l.Partition)] = true
+			seen[taskName(l.Processor, l.Partition)] = true
 		}
 		return len(seen) == e2eTasks
 	})
@@ -114,4 +156,19 @@ func (p *appProcess) stoppedError(t testing.TB) (int, string) {
 		return code, l.Error
 	}
 	return code, ""
+}
+
+// lastError returns the message and error of the last line that the process logged at error
+// level, or "none".
+func lastError(p *appProcess) string {
+	last := "none"
+	for _, l := range p.logs("") {
+		if l.Level == "error" {
+			last = l.Message
+			if l.Error != "" {
+				last += ": " + l.Error
+			}
+		}
+	}
+	return last
 }

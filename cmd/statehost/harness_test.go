@@ -118,12 +118,7 @@ func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
-			var line struct {
-				Message string `json:"@message"`
-				Addr    string `json:"addr"`
-				DataDir string `json:"data_dir"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "broker listening" && line.DataDir == dir {
+			if line, ok := parseLogLine(sc.Text()); ok && line.Message == "broker listening" && line.DataDir == dir {
 				listening <- line.Addr
 			}
 		}
@@ -382,12 +377,7 @@ func startInstance(t testing.TB, bin, addr, dir, name string, o appOptions) *ins
 	cfg := writeAppConfigWith(t, dir, addr, o)
 	in := &instance{appProcess: startApp(t, bin, cfg, name), dir: dir}
 	in.logFile = filepath.Join(os.TempDir(), strings.NewReplacer("/", "_", " ", "-", "=", "").Replace(t.Name()+"-"+name)+".log")
-	in.waitLog(t, 60*time.Second, "its admin listener", func() bool {
-		if ls := in.logs("admin listening"); len(ls) > 0 {
-			in.admin = ls[0].Addr
-		}
-		return in.admin != ""
-	})
+	in.admin = in.adminAddr(t)
 	return in
 }
 

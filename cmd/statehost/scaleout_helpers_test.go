@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -256,39 +254,10 @@ func checkGroupAssignment(t testing.TB, addr string, pl placement) {
 	}
 }
 
-// scaleLine is a JSON log line of an instance with the fields these tests read.
-type scaleLine struct {
-	Message    string          `json:"@message"`
-	Module     string          `json:"@module"`
-	Time       time.Time       `json:"@timestamp"`
-	Processor  string          `json:"processor"`
-	Store      string          `json:"store"`
-	Partition  int32           `json:"partition"`
-	Records    int64           `json:"records"`
-	Partitions json.RawMessage `json:"partitions"`
-	Tasks      []string        `json:"tasks"`
-}
-
-// scaleLines returns every JSON line the instance logged so far, in order.
-func scaleLines(p *appProcess) []scaleLine {
-	var out []scaleLine
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l scaleLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // inputTasks returns the tasks that read the partitions of a "partitions ..." line.
-func (l scaleLine) inputTasks() []string {
-	var m map[string][]int32
-	_ = json.Unmarshal(l.Partitions, &m)
+func inputTasks(l logLine) []string {
 	var out []string
-	for topic, ps := range m {
+	for topic, ps := range l.partitions() {
 		for _, p := range ps {
 			switch topic {
 			case "sentences":
@@ -320,10 +289,10 @@ func ownerships(ins ...*instance) map[string][]ownership {
 				open[id] = at
 			}
 		}
-		for _, l := range scaleLines(in.appProcess) {
+		for _, l := range in.logs("") {
 			switch l.Message {
 			case "partitions assigned":
-				for _, id := range l.inputTasks() {
+				for _, id := range inputTasks(l) {
 					begin(id, l.Time)
 				}
 			case "task running":

@@ -75,10 +75,8 @@ func TestScaleOutAndIn(t *testing.T) {
 	}
 	var warmups []string
 	for _, in := range []*instance{b, c} {
-		for _, l := range scaleLines(in.appProcess) {
-			if l.Message == "warmups assigned: these tasks restore here before they move here" {
-				warmups = append(warmups, fmt.Sprintf("%s: %v", in.name, l.Tasks))
-			}
+		for _, l := range in.logs("warmups assigned: these tasks restore here before they move here") {
+			warmups = append(warmups, fmt.Sprintf("%s: %v", in.name, l.Tasks))
 		}
 	}
 	if len(warmups) == 0 {
@@ -201,7 +199,7 @@ func takeoverOf(t testing.TB, survivor, victim *instance, parts []int32) takeove
 			to.restores = append(to.restores, fmt.Sprintf("count_%d: %d records from %d", p, s.Restored, s.StartOffset))
 		}
 	}
-	for _, l := range scaleLines(survivor.appProcess) {
+	for _, l := range survivor.logs("") {
 		switch {
 		case l.Time.Before(victim.killedAt):
 		case l.Message == "partitions assigned" && to.assigned == 0:

@@ -180,12 +180,7 @@ func (s *soak) start(in *soakInstance) {
 	p.logFile = filepath.Join(s.logDir, name+".log")
 	in.proc = p
 	in.procs = append(in.procs, p.appProcess)
-	p.waitLog(t, 60*time.Second, "its admin listener", func() bool {
-		if ls := p.logs("admin listening"); len(ls) > 0 {
-			p.admin = ls[0].Addr
-		}
-		return p.admin != ""
-	})
+	p.admin = p.adminAddr(t)
 	in.cli = filepath.Join(in.dir, "cli.hcl")
 	if err := os.WriteFile(in.cli, []byte(soakConfig(in.dir, s.addr, p.admin, s.guarantee, s.mods)), 0o644); err != nil {
 		t.Fatal(err)

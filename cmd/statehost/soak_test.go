@@ -415,20 +415,6 @@ func (s *soak) waitProgress(what string) {
 	}
 }
 
-// lastError returns the error of the last line logged at error level, or "none".
-func lastError(p *appProcess) string {
-	last := "none"
-	for _, l := range p.logs("") {
-		if l.Level == "error" {
-			last = l.Message
-			if l.Error != "" {
-				last += ": " + l.Error
-			}
-		}
-	}
-	return last
-}
-
 // check compares the final state with the reference computed from the input topic, and
 // fills the summary.
 func (s *soak) check() {
