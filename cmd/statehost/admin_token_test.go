@@ -104,7 +104,7 @@ func TestAdminTokenCommands(t *testing.T) {
 	}
 	t.Setenv(config.AdminTokenEnv, "")
 	bin := buildBinary(t)
-	broker := startBrokerProcess(t, bin, t.TempDir())
+	broker := startBroker(t, brokerOptions{})
 	portA, portB := freePort(t), freePort(t)
 	dirA, dirB := t.TempDir(), t.TempDir()
 	cfgA := writeTokenApp(t, dirA, broker.addr, fmt.Sprintf("  listen = \"0.0.0.0:%s\"\n  token  = %q", portA, testAdminToken))

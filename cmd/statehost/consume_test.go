@@ -14,9 +14,10 @@ import (
 // tabs, newlines, null and empty values, repeated keys and bytes that are not UTF-8 (as
 // U+FFFD); and that without --headers the lines are as before.
 func TestConsumeHeaders(t *testing.T) {
-	b := startBroker(t, map[string]int32{"h": 1})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"h": 1})
 	ctx := testContext(t)
-	cl := testClient(t, b.Addr(), kgo.DefaultProduceTopic("h"))
+	cl := testClient(t, b.addr, kgo.DefaultProduceTopic("h"))
 	defer cl.Close()
 	recs := []*kgo.Record{
 		{Key: []byte("k1"), Value: []byte("v1"), Headers: []kgo.RecordHeader{
@@ -33,7 +34,7 @@ func TestConsumeHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := runCLI(ctx, "", "consume", "--headers", "--brokers", b.Addr(), "h")
+	r := runCLI(ctx, "", "consume", "--headers", "--brokers", b.addr, "h")
 	if r.code != 0 {
 		t.Fatalf("consume --headers: %v", r)
 	}
@@ -68,7 +69,7 @@ func TestConsumeHeaders(t *testing.T) {
 		t.Errorf("lines %q: want k1<TAB>v1<TAB>[{... and k2<TAB><null><TAB>[]", lines)
 	}
 
-	r = runCLI(ctx, "", "consume", "--brokers", b.Addr(), "h")
+	r = runCLI(ctx, "", "consume", "--brokers", b.addr, "h")
 	if r.code != 0 || r.stdout != "k1\tv1\nk2\t<null>\n" {
 		t.Errorf("consume without --headers: %v, want the two KEY<TAB>VALUE lines", r)
 	}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -84,7 +83,7 @@ func crashLoop(t *testing.T, guarantee string) {
 	bin := buildBinary(t)
 	buildModules(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	// exactly_once keeps its default commit interval, 100ms.
 	opts := appOptions{guarantee: guarantee, sessionTimeout: 2 * time.Second}

@@ -28,7 +28,7 @@ func e2eSetup(t *testing.T, logging bool) (bin, addr, cfg, dir string) {
 	bin = buildBinary(t)
 	buildModules(t)
 	dir = t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	return bin, broker.addr, writeAppConfig(t, dir, broker.addr, logging), dir
 }
 

@@ -73,7 +73,7 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 	bin := buildBinary(b)
 	buildModules(b)
 	dir := b.TempDir()
-	broker := startBrokerProcess(b, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(b, brokerOptions{})
 	defer broker.stop(b)
 	addr := broker.addr
 	opts := appOptions{commitInterval: e2eCommit, sessionTimeout: failoverSession, standbyReplicas: standbys}

@@ -261,7 +261,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		t.Fatalf("a pause of %v does not outlast the session timeout %v", c.pause, fencingSession)
 	}
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	// No commit_interval: exactly_once commits every 100ms by default.
 	fencing := appOptions{guarantee: "exactly_once", sessionTimeout: fencingSession}

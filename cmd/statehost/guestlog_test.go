@@ -28,7 +28,7 @@ const maxNoisyStderr = 1 << 20
 func TestGuestLogFlood(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 2, "out": 2})
 	app := hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out"}}}
 	cfg := app.write(t, dir, br.addr)
@@ -111,7 +111,7 @@ func TestGoCrashOneEntry(t *testing.T) {
 	if err := wasmbuild.Go(t.Context(), filepath.Join("..", "..", "host", "engine", "testdata", "goprobe"), mod); err != nil {
 		t.Fatal(err)
 	}
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 1, "out": 1})
 	app := hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out", onError: "skip", module: mod, store: "s"}}}
 	p := startApp(t, bin, app.write(t, dir, br.addr), "app")

@@ -18,11 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/host/runtime"
-	"github.com/statehost/statehost/internal/broker"
 	"github.com/statehost/statehost/internal/kafkacluster"
 )
 
@@ -65,7 +63,8 @@ func buildBinary(t testing.TB) string {
 	return binaryPath
 }
 
-// brokerProcess is `statehost broker` running as a process.
+// brokerProcess is the test's broker: `statehost broker` running as a process, or an Apache
+// Kafka cluster.
 type brokerProcess struct {
 	cmd  *exec.Cmd
 	addr string
@@ -75,34 +74,54 @@ type brokerProcess struct {
 	cluster *kafkacluster.Cluster // instead of the process, with STATEHOST_TEST_KAFKA=1
 }
 
-// startBrokerProcess starts the test's broker: `statehost broker` on a free port with dir,
-// once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1, an Apache Kafka
-// cluster (scripts/kafka) of 3 nodes (STATEHOST_TEST_KAFKA_NODES=1: of 1), its address the
-// first broker's: the clients find the others from it.
-func startBrokerProcess(t testing.TB, bin, dir string) *brokerProcess {
+// brokerOptions say which broker startBroker starts. The zero value is the test's broker.
+type brokerOptions struct {
+	// kfake: `statehost broker` (kfake) even with STATEHOST_TEST_KAFKA=1, for the tests of
+	// the broker command itself and of its restarts on one address and data directory.
+	kfake bool
+	dir   string // the data directory of `statehost broker`; "": a new temporary one
+	// addr is the address of `statehost broker`; "": a free port of 127.0.0.1. An address that
+	// is still taken (by the socket of the previous broker on it) is tried again for 10 s.
+	addr string
+}
+
+// startBroker starts a broker, the one way the tests do: `statehost broker` (kfake), its
+// address once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1 (unless o.kfake),
+// an Apache Kafka cluster (scripts/kafka) of 3 nodes (STATEHOST_TEST_KAFKA_NODES=1: of 1), its
+// address the first node's: the clients find the others from it. The test's cleanup kills the
+// process (or stops the cluster), and logs its stderr when the test failed.
+func startBroker(t testing.TB, o brokerOptions) *brokerProcess {
 	t.Helper()
-	if kafkacluster.Requested() {
+	if kafkacluster.Requested() && !o.kfake {
 		c := kafkacluster.Start(t, kafkacluster.Nodes(t))
 		return &brokerProcess{addr: c.Brokers()[0], cluster: c}
 	}
-	return startStatehostBroker(t, bin, dir)
-}
-
-// startStatehostBroker starts `statehost broker` on a free port with dir and waits for its
-// "broker listening" log line, whatever broker the other tests use: for the tests of the
-// command itself.
-func startStatehostBroker(t testing.TB, bin, dir string) *brokerProcess {
-	t.Helper()
-	p, err := tryStartBroker(t, bin, dir, "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("statehost broker: %v", err)
+	bin := buildBinary(t)
+	if o.dir == "" {
+		o.dir = t.TempDir()
 	}
-	return p
+	if o.addr == "" {
+		p, err := tryStartBroker(t, bin, o.dir, "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("statehost broker: %v", err)
+		}
+		return p
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := tryStartBroker(t, bin, o.dir, o.addr)
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statehost broker on %s: %v", o.addr, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
-// tryStartBroker starts `statehost broker` on addr with the data directory dir and waits for
-// its "broker listening" log line (of that directory). The test's cleanup kills it, and logs
-// its stderr when the test failed.
+// tryStartBroker is startBroker's start of `statehost broker` on addr with the data directory
+// dir, which waits 20 s for its "broker listening" line (of that directory).
 func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error) {
 	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
 	stderr, err := cmd.StderrPipe()
@@ -173,7 +192,7 @@ func (p *brokerProcess) stop(t testing.TB) int {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,27 +203,9 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startBrokerAt starts `statehost broker` on addr with the data directory dir, as
-// startBrokerProcess does on a free port, retrying for a few seconds while the address is
-// still taken (the previous broker's socket).
-func startBrokerAt(t *testing.T, bin, dir, addr string) *brokerProcess {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := tryStartBroker(t, bin, dir, addr)
-		if err == nil {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statehost broker on %s: %v", addr, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // halt stops the broker with sig (SIGTERM: a clean stop, exit 0; SIGKILL: death) and waits
 // for its end.
-func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
+func (p *brokerProcess) halt(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if sig == syscall.SIGTERM {
 		if code := p.stop(t); code != 0 {
@@ -220,27 +221,6 @@ func (p *brokerProcess) halt(t *testing.T, sig syscall.Signal) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("statehost broker did not die within 20s of %v", sig)
 	}
-}
-
-// startBroker starts a broker on a free port with topics of the given partition counts.
-func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
-	t.Helper()
-	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cl := testClient(t, b.Addr())
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for topic, parts := range topics {
-		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
-			t.Fatalf("creating %s: %v", topic, err)
-		}
-	}
-	return b
 }
 
 func testContext(t *testing.T) context.Context {

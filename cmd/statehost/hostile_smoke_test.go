@@ -8,7 +8,7 @@ import (
 func TestHostileGuestCounts(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 2, "out": 2})
 	app := &hostileApp{procs: []hostileProc{{name: "p", input: "in", output: "out"}}}
 	cfg := app.write(t, dir, br.addr)

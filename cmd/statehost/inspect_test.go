@@ -48,7 +48,7 @@ func TestInspectProcess(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	b := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	b := startBroker(t, brokerOptions{})
 	cfg := writeAppConfigWith(t, dir, b.addr, appOptions{commitInterval: e2eCommit})
 
 	app := startApp(t, bin, cfg, "app")

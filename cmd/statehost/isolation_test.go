@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,7 @@ func TestLoopingRecord(t *testing.T) {
 
 func loopingRecord(t *testing.T, bin, guarantee, onError string) {
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in1": 2, "in2": 2, "out1": 2, "out2": 2})
 	app := &hostileApp{guarantee: guarantee, procs: []hostileProc{
 		{name: "p1", input: "in1", output: "out1", onError: onError},
@@ -292,7 +291,7 @@ func TestSharedPartitionOffsets(t *testing.T) {
 
 func sharedPartitionOffsets(t *testing.T, bin, guarantee string) {
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 1, "out1": 1, "out2": 1})
 	app := &hostileApp{guarantee: guarantee, commitInterval: 500 * time.Millisecond, procs: []hostileProc{
 		{name: "p1", input: "in", output: "out1", onError: "skip"},
@@ -377,7 +376,7 @@ func sharedPartitionOffsets(t *testing.T, bin, guarantee string) {
 func TestBusyTaskKilledExactlyOnce(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 1, "out": 1})
 	app := &hostileApp{guarantee: "exactly_once", procs: []hostileProc{{name: "p1", input: "in", output: "out", onError: "skip"}}}
 	cfg := app.write(t, dir, br.addr)

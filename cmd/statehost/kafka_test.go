@@ -38,16 +38,17 @@ func sortedLines(s string) []string {
 }
 
 func TestProduceConsumeLines(t *testing.T) {
-	b := startBroker(t, map[string]int32{"lines": 3})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"lines": 3})
 	ctx := testContext(t)
 	long := strings.Repeat("x", 200<<10) // longer than a bufio.Scanner's default limit
 	stdin := "a\nb b\r\n\n" + long + "\nlast without newline"
-	r := runCLI(ctx, stdin, "produce", "--brokers", b.Addr(), "lines")
+	r := runCLI(ctx, stdin, "produce", "--brokers", b.addr, "lines")
 	if r.code != 0 || !strings.Contains(r.stderr, "produced 5 records to lines") {
 		t.Fatalf("produce: %v", r)
 	}
 
-	r = runCLI(ctx, "", "consume", "lines", "--brokers", b.Addr())
+	r = runCLI(ctx, "", "consume", "lines", "--brokers", b.addr)
 	if r.code != 0 {
 		t.Fatalf("consume: %v", r)
 	}
@@ -56,7 +57,7 @@ func TestProduceConsumeLines(t *testing.T) {
 	if got := sortedLines(r.stdout); !slices.Equal(got, want) {
 		t.Errorf("consume printed %d lines %.200q, want %.200q", len(got), got, want)
 	}
-	for _, rec := range readAll(t, b.Addr(), "lines", 5) {
+	for _, rec := range readAll(t, b.addr, "lines", 5) {
 		if rec.Key != nil {
 			t.Errorf("record %q has key %q, want null", rec.Value, rec.Key)
 		}
@@ -65,16 +66,17 @@ func TestProduceConsumeLines(t *testing.T) {
 
 func TestProduceKeyed(t *testing.T) {
 	const parts = 4
-	b := startBroker(t, map[string]int32{"keyed": parts})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"keyed": parts})
 	ctx := testContext(t)
 	stdin := "k1=v1\nk2=v2\nk1=v3=x\nno key here\nk3=\n=empty key\n"
-	r := runCLI(ctx, stdin, "produce", "keyed", "--key-separator", "=", "--brokers", b.Addr())
+	r := runCLI(ctx, stdin, "produce", "keyed", "--key-separator", "=", "--brokers", b.addr)
 	if r.code != 0 || !strings.Contains(r.stderr, "produced 6 records to keyed") {
 		t.Fatalf("produce: %v", r)
 	}
 
 	// Flags after the topic, and one dash.
-	r = runCLI(ctx, "", "consume", "keyed", "-separator", "|", "-brokers="+b.Addr())
+	r = runCLI(ctx, "", "consume", "keyed", "-separator", "|", "-brokers="+b.addr)
 	if r.code != 0 {
 		t.Fatalf("consume: %v", r)
 	}
@@ -88,7 +90,7 @@ func TestProduceKeyed(t *testing.T) {
 	// default partitioner puts them.
 	partitioner := kgo.StickyKeyPartitioner(nil).ForTopic("keyed")
 	byKey := map[string][]int32{}
-	for _, rec := range readAll(t, b.Addr(), "keyed", 6) {
+	for _, rec := range readAll(t, b.addr, "keyed", 6) {
 		if rec.Key == nil {
 			if string(rec.Value) != "no key here" {
 				t.Errorf("record %q has a null key", rec.Value)
@@ -109,9 +111,10 @@ func TestProduceKeyed(t *testing.T) {
 }
 
 func TestConsumeNullValueAndBound(t *testing.T) {
-	b := startBroker(t, map[string]int32{"t": 2, "empty": 2})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"t": 2, "empty": 2})
 	ctx := testContext(t)
-	cl := testClient(t, b.Addr())
+	cl := testClient(t, b.addr)
 	defer cl.Close()
 	recs := []*kgo.Record{
 		{Topic: "t", Key: []byte("gone"), Value: nil},
@@ -120,13 +123,13 @@ func TestConsumeNullValueAndBound(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(ctx, "", "consume", "--brokers", b.Addr(), "t", "--read-committed")
+	r := runCLI(ctx, "", "consume", "--brokers", b.addr, "t", "--read-committed")
 	if want := []string{"gone\t<null>", "here\t1"}; r.code != 0 || !slices.Equal(sortedLines(r.stdout), want) {
 		t.Errorf("consume: %v\nwant lines %q", r, want)
 	}
 	// An empty topic prints nothing and exits; so does a read that starts at the end.
 	for _, args := range [][]string{{"empty"}, {"t", "--from-beginning=false"}} {
-		r = runCLI(ctx, "", append([]string{"consume", "--brokers", b.Addr()}, args...)...)
+		r = runCLI(ctx, "", append([]string{"consume", "--brokers", b.addr}, args...)...)
 		if r.code != 0 || r.stdout != "" {
 			t.Errorf("consume %q: %v, want exit 0 and no output", args, r)
 		}
@@ -134,9 +137,10 @@ func TestConsumeNullValueAndBound(t *testing.T) {
 }
 
 func TestConsumeFollow(t *testing.T) {
-	b := startBroker(t, map[string]int32{"f": 3})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"f": 3})
 	ctx := testContext(t)
-	cl := testClient(t, b.Addr())
+	cl := testClient(t, b.addr)
 	defer cl.Close()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "f", Key: []byte("old"), Value: []byte("1")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -146,7 +150,7 @@ func TestConsumeFollow(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(followCtx, &cliEnv{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader("")},
-			[]string{"consume", "--follow", "--brokers", b.Addr(), "f"})
+			[]string{"consume", "--follow", "--brokers", b.addr, "f"})
 	}()
 	waitFor := func(s string) {
 		t.Helper()
@@ -172,12 +176,12 @@ func TestConsumeFollow(t *testing.T) {
 }
 
 func TestMissingTopic(t *testing.T) {
-	b := startBroker(t, nil)
+	b := startBroker(t, brokerOptions{kfake: true})
 	ctx := testContext(t)
 	for _, cmd := range []string{"produce", "consume"} {
 		start := time.Now()
-		r := runCLI(ctx, "x\n", cmd, "--brokers", b.Addr(), "nosuch")
-		want := fmt.Sprintf("topic nosuch does not exist on %s", b.Addr())
+		r := runCLI(ctx, "x\n", cmd, "--brokers", b.addr, "nosuch")
+		want := fmt.Sprintf("topic nosuch does not exist on %s", b.addr)
 		if r.code != 1 || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s to a missing topic: %v\nwant exit 1 and %q", cmd, r, want)
 		}
@@ -185,7 +189,7 @@ func TestMissingTopic(t *testing.T) {
 			t.Errorf("%s to a missing topic took %v to fail", cmd, d)
 		}
 	}
-	cl := testClient(t, b.Addr())
+	cl := testClient(t, b.addr)
 	defer cl.Close()
 	topics, err := kadm.NewClient(cl).ListTopics(ctx)
 	if err != nil {
@@ -197,8 +201,8 @@ func TestMissingTopic(t *testing.T) {
 }
 
 func TestLogJSON(t *testing.T) {
-	b := startBroker(t, nil)
-	r := runCLI(testContext(t), "", "produce", "nosuch", "--log-json", "--brokers", b.Addr())
+	b := startBroker(t, brokerOptions{kfake: true})
+	r := runCLI(testContext(t), "", "produce", "nosuch", "--log-json", "--brokers", b.addr)
 	if r.code != 1 {
 		t.Fatalf("produce: %v", r)
 	}
@@ -219,7 +223,8 @@ func TestLogJSON(t *testing.T) {
 
 // A signal stops produce while it waits on its input; what it read is delivered.
 func TestProduceInterrupted(t *testing.T) {
-	b := startBroker(t, map[string]int32{"t": 1})
+	b := startBroker(t, brokerOptions{kfake: true})
+	createTopics(t, b.addr, map[string]int{"t": 1})
 	ctx := testContext(t)
 	stdin, feed := io.Pipe()
 	defer feed.Close()
@@ -228,12 +233,12 @@ func TestProduceInterrupted(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(runCtx, &cliEnv{Stdout: io.Discard, Stderr: &stderr, Stdin: stdin},
-			[]string{"produce", "--brokers", b.Addr(), "t"})
+			[]string{"produce", "--brokers", b.addr, "t"})
 	}()
 	if _, err := io.WriteString(feed, "one\ntwo\n"); err != nil {
 		t.Fatal(err)
 	}
-	readAll(t, b.Addr(), "t", 2)
+	readAll(t, b.addr, "t", 2)
 	interrupt()
 	select {
 	case code := <-done:

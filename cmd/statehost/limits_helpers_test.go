@@ -27,7 +27,7 @@ func startHostile(t *testing.T, onError string, recs ...keyed) (*brokerProcess, 
 	t.Helper()
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"in": 2, "out": 2})
 	app := hostileApp{commitInterval: limitsCommit, procs: []hostileProc{{name: "p", input: "in", output: "out", onError: onError}}}
 	cfg := app.write(t, dir, br.addr)

@@ -20,7 +20,7 @@ import (
 func TestOversizedStateWriteIsPoison(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	recs := []keyed{
 		{"a", "", 0},
 		{"k1", "putkey 10485760", 0}, // offset 1: a 10 MiB key
@@ -99,8 +99,7 @@ func TestOversizedEmitIsPoison(t *testing.T) {
 // command's client refused it (franz-go's default batch bound, 1,000,012 bytes).
 func TestProduceLineTheBrokerTakes(t *testing.T) {
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	br := startBrokerProcess(t, bin, dir+"/broker")
+	br := startBroker(t, brokerOptions{})
 	createTopics(t, br.addr, map[string]int{"lines": 1})
 	line := strings.Repeat("x", 1040008)
 	produceLines(t, bin, br.addr, "lines", []string{line})

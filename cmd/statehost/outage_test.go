@@ -65,12 +65,12 @@ func brokerOutage(t *testing.T, guarantee string) {
 	var addr string
 	var phases []outagePhase
 	if kafkacluster.Requested() {
-		broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+		broker := startBroker(t, brokerOptions{})
 		addr = broker.addr
 		phases = kafkaOutages(t, broker.cluster, addr)
 	} else {
 		addr = freeAddr(t)
-		phases = statehostBrokerOutages(t, bin, filepath.Join(dir, "broker"), addr, exact)
+		phases = statehostBrokerOutages(t, filepath.Join(dir, "broker"), addr, exact)
 	}
 	app := startInstance(t, bin, addr, filepath.Join(dir, "app"), "app",
 		appOptions{guarantee: guarantee, commitInterval: e2eCommit})
@@ -137,8 +137,8 @@ type outagePhase struct {
 // statehostBrokerOutages are the outages of a `statehost broker` process on addr and dir:
 // SIGTERM, then SIGKILL (under exactly_once SIGTERM again, unless -outage.kill-eos); after
 // each it starts again on the same address and data.
-func statehostBrokerOutages(t *testing.T, bin, dir, addr string, exact bool) []outagePhase {
-	broker := startBrokerAt(t, bin, dir, addr)
+func statehostBrokerOutages(t *testing.T, dir, addr string, exact bool) []outagePhase {
+	broker := startBroker(t, brokerOptions{kfake: true, dir: dir, addr: addr})
 	sigs := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
 	if exact && !*outageKillEOS {
 		sigs[1] = syscall.SIGTERM
@@ -147,7 +147,7 @@ func statehostBrokerOutages(t *testing.T, bin, dir, addr string, exact bool) []o
 	for _, sig := range sigs {
 		phases = append(phases, outagePhase{
 			halt: func() string { broker.halt(t, sig); return "statehost broker " + sig.String() },
-			back: func() { broker = startBrokerAt(t, bin, dir, addr) },
+			back: func() { broker = startBroker(t, brokerOptions{kfake: true, dir: dir, addr: addr}) },
 		})
 	}
 	return phases

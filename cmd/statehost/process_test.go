@@ -19,11 +19,10 @@ func TestBrokerProcessRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the statehost program")
 	}
-	bin := buildBinary(t)
 	dir := filepath.Join(t.TempDir(), "broker-data") // created by the broker
 	ctx := testContext(t)
 
-	p := startStatehostBroker(t, bin, dir)
+	p := startBroker(t, brokerOptions{kfake: true, dir: dir})
 	cl := testClient(t, p.addr)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kept"); err != nil {
 		t.Fatal(err)
@@ -43,7 +42,7 @@ func TestBrokerProcessRestart(t *testing.T) {
 		t.Fatalf("data dir: %v", err)
 	}
 
-	p = startStatehostBroker(t, bin, dir)
+	p = startBroker(t, brokerOptions{kfake: true, dir: dir})
 	recs := readAll(t, p.addr, "kept", n)
 	seen := map[string]bool{}
 	for _, r := range recs {
@@ -71,7 +70,7 @@ func TestBrokerProcessLock(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	p := startStatehostBroker(t, bin, dir)
+	p := startBroker(t, brokerOptions{kfake: true, dir: dir})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "broker", "--listen", "127.0.0.1:0", "--data-dir", dir).CombinedOutput()

@@ -322,7 +322,7 @@ func TestRunProgressProcess(t *testing.T) {
 	const perPartition = 300_000
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	b := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	b := startBroker(t, brokerOptions{})
 	cfg := writeAppConfigWith(t, dir, b.addr, appOptions{commitInterval: e2eCommit})
 
 	// The changelog of the store counts exists before the first run, large (the runtime

@@ -18,7 +18,7 @@ import (
 // first instance's tasks and processors.
 func TestQueryAndStatusCommands(t *testing.T) {
 	bin := buildBinary(t)
-	broker := startBrokerProcess(t, bin, t.TempDir())
+	broker := startBroker(t, brokerOptions{})
 	a := startInstance(t, bin, broker.addr, t.TempDir(), "a", appOptions{commitInterval: 200 * time.Millisecond})
 	b := startInstance(t, bin, broker.addr, t.TempDir(), "b", appOptions{commitInterval: 200 * time.Millisecond})
 	lines, ref := wordgen.Sentences(300, 41)

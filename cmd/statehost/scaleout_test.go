@@ -33,7 +33,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	bin := buildBinary(t)
 	buildModules(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	opts := appOptions{commitInterval: e2eCommit, recoveryLag: scaleRecoveryLag}
 
@@ -231,7 +231,7 @@ func TestStandbyFailoverKill(t *testing.T) {
 	bin := buildBinary(t)
 	buildModules(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	opts := appOptions{commitInterval: e2eCommit, sessionTimeout: failoverSession, standbyReplicas: 1}
 

@@ -152,7 +152,7 @@ func TestSoak(t *testing.T) {
 	s.bin = buildBinary(t)
 	s.mods, s.versions = soakModules(t, s.dir)
 	if kafkacluster.Requested() {
-		b := startBrokerProcess(t, s.bin, filepath.Join(s.dir, "broker"))
+		b := startBroker(t, brokerOptions{})
 		s.cluster, s.addr = b.cluster, b.addr
 		s.sum.set("broker", fmt.Sprintf("Apache Kafka, %d nodes", s.cluster.Nodes()))
 	} else {
@@ -275,7 +275,7 @@ func (s *soak) killKafka(pick int64, down time.Duration) string {
 
 // startBroker starts (again) the broker on its address and data directory.
 func (s *soak) startBroker() {
-	s.broker = startBrokerAt(s.t, s.bin, s.brokerDir, s.addr)
+	s.broker = startBroker(s.t, brokerOptions{kfake: true, dir: s.brokerDir, addr: s.addr})
 	s.brokers = append(s.brokers, s.broker)
 }
 

@@ -19,7 +19,7 @@ import (
 func TestOffsetsOnlyTransactions(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	app := startInstance(t, bin, addr, filepath.Join(dir, "app"), "app",
 		appOptions{guarantee: "exactly_once", commitInterval: 10 * time.Millisecond})

@@ -165,7 +165,7 @@ func TestE2ERunReportsBrokerProblemsAtOnce(t *testing.T) {
 	bin := buildBinary(t)
 	mod := hostileModule(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	createTopics(t, broker.addr, map[string]int{"a": 4, "b": 3, "brk-counts-changelog": 3})
 	cfg := writeFile(t, dir, "app.hcl", fmt.Sprintf(`application_id  = "brk"
 state_dir       = "state"

@@ -27,7 +27,7 @@ func TestWindowCountKilled(t *testing.T) {
 	bin := buildBinary(t)
 	mods := buildModules(t)
 	dir := t.TempDir()
-	broker := startBrokerProcess(t, bin, filepath.Join(dir, "broker"))
+	broker := startBroker(t, brokerOptions{})
 	addr := broker.addr
 	cfg := filepath.Join(dir, "app.hcl")
 	src := fmt.Sprintf(`application_id       = "wkill"
