@@ -20,44 +20,6 @@ import (
 
 // Helpers of the crash-loop tests (crashloop_test.go).
 
-// crashProduce writes lines to topic in batches of size, one batch every interval,
-// with a client of its own. The returned channel receives nil, or the first error, once
-// every line was acknowledged (or ctx ended).
-func crashProduce(ctx context.Context, addr, topic string, lines []string, size int, interval time.Duration) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
-			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer cl.Close()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for len(lines) > 0 {
-			n := min(size, len(lines))
-			recs := make([]*kgo.Record, n)
-			for i, l := range lines[:n] {
-				recs[i] = &kgo.Record{Value: []byte(l)}
-			}
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				done <- fmt.Errorf("producing %d sentences (%d left): %w", n, len(lines), err)
-				return
-			}
-			lines = lines[n:]
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				done <- ctx.Err()
-				return
-			}
-		}
-		done <- nil
-	}()
-	return done
-}
-
 // crashOffsets are the offsets of a topic that the tests compare: log start, last stable
 // offset (read_committed's end) and high watermark, by partition.
 type crashOffsets struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -115,7 +116,8 @@ func crashLoop(t *testing.T, guarantee string) {
 	// The sentences arrive in small batches spread over about the time the kill loop takes
 	// (2.5 s a start), so that kills hit while input arrives and is processed.
 	batches := max(1, kills*25)
-	produced := crashProduce(t.Context(), addr, "sentences", lines, (n+batches-1)/batches, 100*time.Millisecond)
+	prod := startProducer(t, addr, producerOptions{every: 100 * time.Millisecond, opts: []kgo.Opt{kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}},
+		batchesOf(sentenceRecords(lines), (n+batches-1)/batches))
 
 	var runs []*crashRun
 	for i := 1; i <= kills; i++ {
@@ -167,14 +169,7 @@ func crashLoop(t *testing.T, guarantee string) {
 	final := &crashRun{n: kills + 1, tails: crashTails(t, addr, stateDir)}
 	runs = append(runs, final)
 	app := startApp(t, bin, cfg, "final run")
-	select {
-	case err := <-produced:
-		if err != nil {
-			t.Fatalf("producer: %v", err)
-		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the producer has not written every sentence within 5 minutes")
-	}
+	prod.wait(t, 5*time.Minute)
 	app.waitTasks(t, 90*time.Second)
 	crashWaitProcessed(t, addr, e2eApp, 3*time.Minute, "sentences", e2eRepart)
 	crashCheckRestores(t, final, app)

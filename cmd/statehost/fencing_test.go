@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,84 +104,6 @@ func fenceAssigned(lines []logLine) map[string]bool {
 		}
 	}
 	return out
-}
-
-// fencingProducer writes sentences to the topic sentences in the background, a batch every
-// fencingEvery, until stopped.
-type fencingProducer struct {
-	lines []string
-	mu    sync.Mutex
-	acked int // sentences acknowledged, a prefix of lines
-	stop  chan struct{}
-	done  chan error
-}
-
-func startFencingProducer(t *testing.T, addr string, lines []string) *fencingProducer {
-	t.Helper()
-	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	p := &fencingProducer{lines: lines, stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() {
-		defer cl.Close()
-		tick := time.NewTicker(fencingEvery)
-		defer tick.Stop()
-		for next := 0; ; {
-			select {
-			case <-p.stop:
-				p.done <- nil
-				return
-			case <-tick.C:
-			}
-			if next >= len(lines) {
-				continue // all produced: idle until stopped
-			}
-			end := min(next+fencingBatch, len(lines))
-			recs := make([]*kgo.Record, 0, end-next)
-			for _, s := range lines[next:end] {
-				recs = append(recs, &kgo.Record{Topic: "sentences", Value: []byte(s)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := cl.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				p.done <- fmt.Errorf("producing sentences %d to %d: %w", next, end, err)
-				return
-			}
-			next = end
-			p.mu.Lock()
-			p.acked = end
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.stop:
-		default:
-			close(p.stop)
-		}
-	})
-	return p
-}
-
-// produced returns how many sentences were acknowledged so far.
-func (p *fencingProducer) produced() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.acked
-}
-
-// finish stops the producer and returns the sentences it produced.
-func (p *fencingProducer) finish(t *testing.T) []string {
-	t.Helper()
-	close(p.stop)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the producer did not stop within 60s")
-	}
-	return p.lines[:p.produced()]
 }
 
 // startFencingApp starts `statehost run` as startApp does, with --log-level
@@ -298,9 +219,10 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	}
 
 	all, _ := wordgen.Sentences(200000, 13)
-	prod := startFencingProducer(t, addr, all)
+	prod := startProducer(t, addr, producerOptions{every: fencingEvery, timeout: 30 * time.Second, opts: []kgo.Opt{kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}},
+		batchesOf(sentenceRecords(all), fencingBatch))
 	time.Sleep(2 * time.Second)
-	mark("A processed alone; %d sentences produced", prod.produced())
+	mark("A processed alone; %d sentences produced", len(prod.records()))
 
 	b := startFencingApp(t, bin, cfgB, "instance B")
 	mark("B started")
@@ -376,7 +298,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		lostParts[fenceTaskInput(id)] = true
 	}
 	mark("SIGSTOP A (running %v, input partitions %v); %d sentences produced",
-		slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(lostParts)), prod.produced())
+		slices.Sorted(maps.Keys(ownedA)), slices.Sorted(maps.Keys(lostParts)), len(prod.records()))
 	mark("A's transaction on the broker: %s; it expires %v after the pause", fenceTxnString(frozen),
 		time.UnixMilli(frozen.StartTimestamp).Add(fencingTxnTimeout).Sub(paused).Round(time.Millisecond))
 
@@ -441,7 +363,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	mark("SIGCONT A after %v frozen; %d sentences produced", resumed.Sub(paused).Round(time.Millisecond), prod.produced())
+	mark("SIGCONT A after %v frozen; %d sentences produced", resumed.Sub(paused).Round(time.Millisecond), len(prod.records()))
 
 	// The zombie finds out: its commit is refused ("transaction aborted"), or the group
 	// tells it that its partitions are gone ("partitions lost").
@@ -541,7 +463,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	}
 
 	time.Sleep(2 * time.Second)
-	lines := prod.finish(t)
+	lines := values(prod.finish(t, 60*time.Second))
 	mark("producer stopped after %d sentences", len(lines))
 	if b.exited() {
 		t.Fatalf("B exited %d: %s", b.code, lastError(b))

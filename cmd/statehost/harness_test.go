@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -392,4 +393,183 @@ func (in *instance) killNow(t testing.TB) {
 		t.Fatalf("%s exited %d after SIGKILL, want death by the signal", in.name, code)
 	}
 	in.killedAt = time.Now()
+}
+
+// producer writes batches of records to the broker in the background, the one background
+// producer of the tests: a batch at once, then one every interval, until it runs out of
+// batches, fails or is stopped. The test's cleanup stops it.
+type producer struct {
+	stopc chan struct{}
+	once  sync.Once
+	done  chan struct{} // closed once it ended; then err says why
+	err   error         // nil: out of batches, or stopped
+
+	mu     sync.Mutex
+	acked  []*kgo.Record // acknowledged, batch after batch
+	ranOut bool
+	fails  int   // produce attempts that failed (with retry: that were tried again)
+	last   error // the last of them
+}
+
+// producerOptions say how a producer writes.
+type producerOptions struct {
+	every time.Duration // from a batch to the next
+	// timeout is how long a batch waits for its acknowledgement; 0: as long as the test runs.
+	timeout time.Duration
+	// retry: a batch that the broker does not acknowledge (it is away) is tried again, 200 ms
+	// later, until it is or the producer is stopped. Otherwise the producer ends with the error.
+	retry bool
+	opts  []kgo.Opt // of its client, after the seed broker
+}
+
+// startProducer starts a producer of the batches that next returns, one a call, on the
+// broker at addr; a batch of no record ends it.
+func startProducer(t testing.TB, addr string, o producerOptions, next func() []*kgo.Record) *producer {
+	t.Helper()
+	ctx := t.Context()
+	cl := testClient(t, addr, o.opts...)
+	p := &producer{stopc: make(chan struct{}), done: make(chan struct{})}
+	send := func(recs []*kgo.Record) error {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.timeout > 0 {
+			pctx, cancel = context.WithTimeout(ctx, o.timeout)
+		}
+		defer cancel()
+		return cl.ProduceSync(pctx, recs...).FirstErr()
+	}
+	go func() {
+		defer close(p.done)
+		defer cl.Close()
+		tick := time.NewTicker(o.every)
+		defer tick.Stop()
+		for {
+			recs := next()
+			if len(recs) == 0 {
+				p.mu.Lock()
+				p.ranOut = true
+				p.mu.Unlock()
+				return
+			}
+			for {
+				err := send(recs)
+				if err == nil {
+					break
+				}
+				p.mu.Lock()
+				p.fails++
+				p.last = err
+				n := len(p.acked)
+				p.mu.Unlock()
+				if !o.retry {
+					p.err = fmt.Errorf("producing %d records after the %d acknowledged: %w", len(recs), n, err)
+					return
+				}
+				select {
+				case <-p.stopc:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			p.mu.Lock()
+			p.acked = append(p.acked, recs...)
+			p.mu.Unlock()
+			select {
+			case <-p.stopc:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// records returns the records acknowledged so far, in the order of their batches.
+func (p *producer) records() []*kgo.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clip(p.acked)
+}
+
+// failures returns how many produce attempts failed so far, and the last one's error.
+func (p *producer) failures() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fails, p.last
+}
+
+// stop stops the producer and waits for its end.
+func (p *producer) stop() {
+	p.once.Do(func() { close(p.stopc) })
+	<-p.done
+}
+
+// wait waits for the producer to end by itself, out of batches, and returns the records
+// acknowledged; it fails the test if the producer failed, or did not end within within (0:
+// without a bound of its own).
+func (p *producer) wait(t testing.TB, within time.Duration) []*kgo.Record {
+	t.Helper()
+	var timeout <-chan time.Time
+	if within > 0 {
+		timeout = time.After(within)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("producer: %v", p.err)
+		}
+	case <-timeout:
+		t.Fatalf("the producer has not written every batch within %v", within)
+	}
+	return p.records()
+}
+
+// finish stops the producer and returns the records acknowledged; it fails the test if the
+// producer failed, or did not stop within within.
+func (p *producer) finish(t testing.TB, within time.Duration) []*kgo.Record {
+	t.Helper()
+	p.once.Do(func() { close(p.stopc) })
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("producer: %v", p.err)
+		}
+	case <-time.After(within):
+		t.Fatalf("the producer did not stop within %v", within)
+	}
+	p.mu.Lock()
+	ranOut := p.ranOut
+	p.mu.Unlock()
+	if ranOut {
+		t.Logf("the producer ran out of records (%d) before it was stopped", len(p.records()))
+	}
+	return p.records()
+}
+
+// batchesOf returns the batches of size records of recs, in order, for startProducer.
+func batchesOf(recs []*kgo.Record, size int) func() []*kgo.Record {
+	return func() []*kgo.Record {
+		n := min(size, len(recs))
+		batch := recs[:n]
+		recs = recs[n:]
+		return batch
+	}
+}
+
+// sentenceRecords returns lines as records of the topic sentences, without keys.
+func sentenceRecords(lines []string) []*kgo.Record {
+	recs := make([]*kgo.Record, len(lines))
+	for i, l := range lines {
+		recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
+	}
+	return recs
+}
+
+// values returns the values of recs as strings.
+func values(recs []*kgo.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -76,7 +75,17 @@ func brokerOutage(t *testing.T, guarantee string) {
 		appOptions{guarantee: guarantee, commitInterval: e2eCommit})
 	app.waitTasks(t, 60*time.Second)
 
-	prod := startOutageProducer(t, addr)
+	// A batch that the broker does not acknowledge (it is away) is retried until it is: the
+	// client retries as quickly as the app's, so that input flows again as soon as the broker
+	// is back. Not idempotent: after a SIGKILL the broker has forgotten the producer's
+	// sequence numbers, which holds an idempotent producer back for a produce timeout. A batch
+	// written twice is counted twice by the reference too (read from the topic).
+	lines, _ := wordgen.Sentences(20000, 31)
+	prod := startProducer(t, addr, producerOptions{every: scaleEvery, timeout: 60 * time.Second, opts: []kgo.Opt{
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
+		kgo.DisableIdempotentWrite(),
+	}}, batchesOf(sentenceRecords(lines), scaleBatch))
 	for i, ph := range phases {
 		// Input flows and is processed before the outage.
 		waitProgress(t, app, addr, inputCommitted(t, addr), 20*time.Second)
@@ -102,7 +111,10 @@ func brokerOutage(t *testing.T, guarantee string) {
 		t.Logf("outage %d (%s): away %v; the app committed new input %v after the restart; it logged %d warnings and errors meanwhile",
 			i+1, what, up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond), warnings(app.logs("")[logsAt:]))
 	}
-	produced := prod.finish(t)
+	produced := values(prod.finish(t, 60*time.Second))
+	if len(produced) == len(lines) {
+		t.Fatal("the producer ran out of sentences")
+	}
 	t.Logf("input stopped after %v", time.Since(began).Round(time.Millisecond))
 	// The reference is what the sentences topic holds: a produce retried across the SIGKILL
 	// may have written a batch twice, and both copies are input.
@@ -194,77 +206,6 @@ func outageNode(t *testing.T, addr string) int {
 		return int(co.NodeID)
 	}
 	return 2
-}
-
-// outageProducer writes sentences to the topic sentences, scaleBatch every scaleEvery, round
-// robin over its partitions, until finish; a batch that the broker does not acknowledge (it is
-// away) is retried until it is. Its client retries as quickly as the app's, so that input
-// flows again as soon as the broker is back.
-type outageProducer struct {
-	stop  chan struct{}
-	done  chan error
-	acked []string
-}
-
-func startOutageProducer(t *testing.T, addr string) *outageProducer {
-	t.Helper()
-	cl := testClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
-		// Not idempotent: after a SIGKILL the broker has forgotten the producer's sequence
-		// numbers, which holds an idempotent producer back for a produce timeout. A batch
-		// written twice is counted twice by the reference too (read from the topic).
-		kgo.DisableIdempotentWrite())
-	lines, _ := wordgen.Sentences(20000, 31)
-	p := &outageProducer{stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() {
-		defer cl.Close()
-		tick := time.NewTicker(scaleEvery)
-		defer tick.Stop()
-		for next := 0; next < len(lines); next += scaleBatch {
-			select {
-			case <-p.stop:
-				p.done <- nil
-				return
-			case <-tick.C:
-			}
-			recs := make([]*kgo.Record, 0, scaleBatch)
-			for _, s := range lines[next : next+scaleBatch] {
-				recs = append(recs, &kgo.Record{Value: []byte(s)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			err := cl.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				p.done <- fmt.Errorf("producing sentences %d to %d: %w", next, next+scaleBatch, err)
-				return
-			}
-			p.acked = lines[:next+scaleBatch]
-		}
-		p.done <- errors.New("the producer ran out of sentences")
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.stop:
-		default:
-			close(p.stop)
-		}
-	})
-	return p
-}
-
-// finish stops the producer and returns the sentences acknowledged.
-func (p *outageProducer) finish(t *testing.T) []string {
-	t.Helper()
-	close(p.stop)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("producer: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the producer did not stop within 60s")
-	}
-	return p.acked
 }
 
 // waitProgress waits until the group has committed more sentences than after, failing the test

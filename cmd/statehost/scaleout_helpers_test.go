@@ -6,12 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/host/runtime"
 )
@@ -338,90 +336,6 @@ func fmtTill(t time.Time) string {
 		return "now"
 	}
 	return t.Format(time.StampMicro)
-}
-
-// steadyProducer writes sentences to the topic sentences in the background, round robin over
-// its partitions, a batch at a time, until stopped.
-type steadyProducer struct {
-	stopc chan struct{}
-	done  chan error
-	lines []string
-	mu    sync.Mutex
-	acked int // sentences acknowledged: a prefix of lines
-}
-
-// startSteadyProducer produces lines, batch every interval; once all are produced it idles.
-func startSteadyProducer(t testing.TB, addr string, lines []string, batch int, every time.Duration) *steadyProducer {
-	t.Helper()
-	cl := testClient(t, addr, kgo.DefaultProduceTopic("sentences"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	p := &steadyProducer{stopc: make(chan struct{}), done: make(chan error, 1), lines: lines}
-	go func() {
-		defer cl.Close()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for next := 0; ; {
-			select {
-			case <-p.stopc:
-				p.done <- nil
-				return
-			case <-tick.C:
-			}
-			if next == len(lines) {
-				continue
-			}
-			end := min(next+batch, len(lines))
-			recs := make([]*kgo.Record, 0, end-next)
-			for _, s := range lines[next:end] {
-				recs = append(recs, &kgo.Record{Value: []byte(s)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := cl.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				p.done <- fmt.Errorf("producing sentences %d to %d: %w", next, end, err)
-				return
-			}
-			next = end
-			p.mu.Lock()
-			p.acked = end
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *steadyProducer) stop() {
-	select {
-	case <-p.stopc:
-	default:
-		close(p.stopc)
-	}
-}
-
-// produced returns how many sentences were acknowledged so far.
-func (p *steadyProducer) produced() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.acked
-}
-
-// finish stops the producer and returns the sentences it produced.
-func (p *steadyProducer) finish(t testing.TB) []string {
-	t.Helper()
-	p.stop()
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("producer: %v", err)
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("the producer did not stop within 40s")
-	}
-	if p.produced() == len(p.lines) {
-		t.Logf("the producer ran out of sentences (%d) before it was stopped", len(p.lines))
-	}
-	return p.lines[:p.produced()]
 }
 
 // countWords returns the reference counts of the words of lines.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -45,7 +47,8 @@ func TestScaleOutAndIn(t *testing.T) {
 	preload, _ := wordgen.Sentences(2000, 21)
 	produceLines(t, bin, addr, "sentences", preload)
 	lines, _ := wordgen.Sentences(20000, 22)
-	prod := startSteadyProducer(t, addr, lines, scaleBatch, scaleEvery)
+	prod := startProducer(t, addr, producerOptions{every: scaleEvery, timeout: 30 * time.Second, opts: []kgo.Opt{kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}},
+		batchesOf(sentenceRecords(lines), scaleBatch))
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ends := topicEnds(t, addr, e2eChangelog)
@@ -100,7 +103,7 @@ func TestScaleOutAndIn(t *testing.T) {
 
 	// Some input on one instance, then the end.
 	time.Sleep(time.Second)
-	produced := prod.finish(t)
+	produced := values(prod.finish(t, 40*time.Second))
 	ref := countWords(preload, produced)
 	t.Logf("produced %d sentences (%d words, %d distinct)", len(preload)+len(produced), wordCount(ref), len(ref))
 	crashWaitProcessed(t, addr, e2eApp, 2*time.Minute, "sentences", e2eRepart)
@@ -251,7 +254,8 @@ func TestStandbyFailoverKill(t *testing.T) {
 	produceLines(t, bin, addr, "sentences", preload)
 	preloadWords := wordCount(countWords(preload))
 	lines, _ := wordgen.Sentences(20000, 32)
-	prod := startSteadyProducer(t, addr, lines, scaleBatch, scaleEvery)
+	prod := startProducer(t, addr, producerOptions{every: scaleEvery, timeout: 30 * time.Second, opts: []kgo.Opt{kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}},
+		batchesOf(sentenceRecords(lines), scaleBatch))
 	// The standbys follow while sentences arrive: they count as caught up within a second of
 	// input (about 150 records on the busiest partition) of the end.
 	var ends map[int32]int64
@@ -284,7 +288,7 @@ func TestStandbyFailoverKill(t *testing.T) {
 	}
 
 	time.Sleep(time.Second) // some input on the survivor alone
-	produced := prod.finish(t)
+	produced := values(prod.finish(t, 40*time.Second))
 	ref := countWords(preload, produced)
 	t.Logf("produced %d sentences (%d words, %d distinct)", len(preload)+len(produced), wordCount(ref), len(ref))
 	crashWaitProcessed(t, addr, e2eApp, 2*time.Minute, "sentences", e2eRepart)

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,118 +186,69 @@ func (s *soak) start(in *soakInstance) {
 	}
 }
 
-// soakProducer writes keyed sentences to the topic sentences, soakBatch every soakEvery, and
-// now and then a poison record (a command of the poison plugin as its value, with the header
-// soak.poison) in their place; a batch the broker does not acknowledge (it is away) is tried
-// again. Its random choices come from its own generator, seeded from the soak's seed.
-type soakProducer struct {
-	stopc  chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex
-	good   int
-	poison int
-	errs   int
-	last   error
-}
-
 const (
 	soakBatch       = 4
 	soakEvery       = 100 * time.Millisecond
 	soakPoisonOneIn = 40 // about one record in 40 is poison: one a second
 )
 
-func startSoakProducer(t *testing.T, addr string, seed uint64, n int) *soakProducer {
+// startSoakProducer starts the producer of the soak: keyed sentences to the topic sentences,
+// soakBatch every soakEvery, and now and then a poison record (a command of the poison plugin
+// as its value, with the header soak.poison) in their place; a batch the broker does not
+// acknowledge (it is away) is tried again. Its random choices come from its own generator,
+// seeded from the soak's seed.
+func startSoakProducer(t *testing.T, addr string, seed uint64, n int) *producer {
 	t.Helper()
-	cl := testClient(t, addr, kgo.DefaultProduceTopic(soakSentences),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
-		// Not idempotent, as the outage test's producer: a batch written twice is counted
-		// twice by the reference too, which is read from the topic.
-		kgo.DisableIdempotentWrite())
 	lines, _ := wordgen.Sentences(n, int(seed%1000)+1)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	weights := 0
 	for _, p := range soakPoisons {
 		weights += p.weight
 	}
-	p := &soakProducer{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		defer cl.Close()
-		tick := time.NewTicker(soakEvery)
-		defer tick.Stop()
-		next, keyN := 0, 0
-		for {
-			select {
-			case <-p.stopc:
-				return
-			case <-tick.C:
-			}
-			recs := make([]*kgo.Record, 0, soakBatch)
-			good, poison := 0, 0
-			for range soakBatch {
-				key := []byte(fmt.Sprintf("k%d", keyN%soakKeys))
-				keyN++
-				if rng.IntN(soakPoisonOneIn) == 0 {
-					w := rng.IntN(weights)
-					cmd := soakPoisons[0].cmd
-					for _, c := range soakPoisons {
-						if w < c.weight {
-							cmd = c.cmd
-							break
-						}
-						w -= c.weight
+	next, keyN := 0, 0
+	batch := func() []*kgo.Record {
+		recs := make([]*kgo.Record, 0, soakBatch)
+		for range soakBatch {
+			key := []byte(fmt.Sprintf("k%d", keyN%soakKeys))
+			keyN++
+			if rng.IntN(soakPoisonOneIn) == 0 {
+				w := rng.IntN(weights)
+				cmd := soakPoisons[0].cmd
+				for _, c := range soakPoisons {
+					if w < c.weight {
+						cmd = c.cmd
+						break
 					}
-					recs = append(recs, &kgo.Record{Key: key, Value: []byte(cmd),
-						Headers: []kgo.RecordHeader{{Key: soakPoisonHdr, Value: []byte(cmd)}}})
-					poison++
-					continue
+					w -= c.weight
 				}
-				recs = append(recs, &kgo.Record{Key: key, Value: []byte(lines[next%len(lines)])})
-				next++
-				good++
+				recs = append(recs, &kgo.Record{Key: key, Value: []byte(cmd),
+					Headers: []kgo.RecordHeader{{Key: soakPoisonHdr, Value: []byte(cmd)}}})
+				continue
 			}
-			for {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := cl.ProduceSync(ctx, recs...).FirstErr()
-				cancel()
-				if err == nil {
-					break
-				}
-				p.mu.Lock()
-				p.errs++
-				p.last = err
-				p.mu.Unlock()
-				select {
-				case <-p.stopc:
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-			p.mu.Lock()
-			p.good += good
-			p.poison += poison
-			p.mu.Unlock()
+			recs = append(recs, &kgo.Record{Key: key, Value: []byte(lines[next%len(lines)])})
+			next++
 		}
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *soakProducer) stop() {
-	select {
-	case <-p.stopc:
-	default:
-		close(p.stopc)
+		return recs
 	}
-	<-p.done
+	return startProducer(t, addr, producerOptions{every: soakEvery, timeout: 30 * time.Second, retry: true, opts: []kgo.Opt{
+		kgo.DefaultProduceTopic(soakSentences),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 200 * time.Millisecond }),
+		// Not idempotent, as the outage test's producer: a batch written twice is counted
+		// twice by the reference too, which is read from the topic.
+		kgo.DisableIdempotentWrite(),
+	}}, batch)
 }
 
-// counts returns the good and poison records acknowledged so far, and the produce attempts
-// that failed (and were tried again).
-func (p *soakProducer) counts() (good, poison, errs int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.good, p.poison, p.errs
+// soakProduced returns the good and poison records that prod has had acknowledged.
+func soakProduced(prod *producer) (good, poison int) {
+	for _, r := range prod.records() {
+		if soakHeader(r, soakPoisonHdr) != "" {
+			poison++
+		} else {
+			good++
+		}
+	}
+	return good, poison
 }
 
 // soakInput is what the topic sentences holds at the end: the reference.

@@ -175,10 +175,11 @@ func TestSoak(t *testing.T) {
 	s.began = time.Now()
 	s.faultLoop(s.began.Add(*soakDuration))
 	prod.stop()
-	good, poison, errs := prod.counts()
+	good, poison := soakProduced(prod)
+	errs, last := prod.failures()
 	retried := ""
 	if errs > 0 {
-		retried = fmt.Sprintf("; %d produce attempts failed and were tried again, the last with: %v", errs, prod.last)
+		retried = fmt.Sprintf("; %d produce attempts failed and were tried again, the last with: %v", errs, last)
 	}
 	fmt.Printf("soak: input stopped after %v: %d good and %d poison records acknowledged%s\n",
 		time.Since(s.began).Round(time.Millisecond), good, poison, retried)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -85,22 +84,14 @@ processor "wc" {
 		recs = append(recs, windowtest.Records("clicks", p, []windowtest.Event{e})...)
 	}
 
-	cl := testClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := testClient(t, addr)
 	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 2, 1, nil, "clicks"); err != nil {
 		t.Fatal(err)
 	}
+	cl.Close()
 	// The events arrive in 40 batches, one every 400ms, while the app is killed.
-	produced := make(chan error, 1)
-	go func() {
-		for i := 0; i < len(recs); i += len(recs) / 40 {
-			if err := cl.ProduceSync(context.Background(), recs[i:min(i+len(recs)/40, len(recs))]...).FirstErr(); err != nil {
-				produced <- err
-				return
-			}
-			time.Sleep(400 * time.Millisecond)
-		}
-		produced <- nil
-	}()
+	prod := startProducer(t, addr, producerOptions{every: 400 * time.Millisecond, opts: []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}},
+		batchesOf(recs, len(recs)/40))
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for i := 1; i <= 4; i++ {
@@ -120,9 +111,7 @@ processor "wc" {
 	}
 	app := startApp(t, bin, cfg, "final run")
 	app.waitLog(t, 90*time.Second, "both tasks running", func() bool { return len(app.logs("task running")) >= 2 })
-	if err := <-produced; err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	prod.wait(t, 0)
 	crashWaitProcessed(t, addr, "wkill", 2*time.Minute, "clicks")
 	want := map[string]string{}
 	for _, evs := range byPart {
