@@ -145,23 +145,12 @@ func crashTails(t *testing.T, addr, stateDir string) map[int32]crashTail {
 	return out
 }
 
-// crashReadRecords reads topic from its start up to the offsets upTo (exclusive) and returns its
-// data records by partition in offset order. readCommitted reads as read_committed: records of
-// aborted transactions are left out. The reader keeps control records to see where it is
-// (the marker of a transaction is the last offset of a partition) and drops them from the
-// result. It fails the test after 60 s.
-func crashReadRecords(t testing.TB, addr, topic string, readCommitted bool, upTo map[int32]int64) map[int32][]*kgo.Record {
-	t.Helper()
-	out, missing := crashTryReadRecords(t, addr, topic, readCommitted, upTo, 60*time.Second)
-	if len(missing) > 0 {
-		t.Fatalf("reading %s (read_committed %v): partitions not read to their end within 60s: %v", topic, readCommitted, missing)
-	}
-	kcatCheck(t, addr, topic, readCommitted, out, upTo)
-	return out
-}
-
-// crashTryReadRecords is crashReadRecords, which gives up after timeout and returns the partitions it
-// did not read to their end (a purge may have removed their last records meanwhile).
+// crashTryReadRecords reads topic from its start up to the offsets upTo (exclusive) and returns
+// its data records by partition in offset order, read_committed with readCommitted. It keeps
+// the control records to see where it is (the marker of a transaction is the last offset of a
+// partition) and drops them from the result. Unlike readChecked, it gives up after timeout
+// and returns the partitions it did not read to their end: a purge of the repartition topic,
+// which the app makes while it runs, may have removed their last records meanwhile.
 func crashTryReadRecords(t testing.TB, addr, topic string, readCommitted bool, upTo map[int32]int64, timeout time.Duration) (map[int32][]*kgo.Record, map[int32]int64) {
 	t.Helper()
 	opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -353,27 +342,25 @@ func crashStoreCounts(t *testing.T, stateDir string, partitions []int32) map[str
 // crashValueSeqs groups the values of records by key, in offset order, as counts; a value that is
 // not a count, or a key found in two partitions, is reported. where maps each key to the
 // "partition@offset" of its records, for the messages.
-func crashValueSeqs(t *testing.T, what string, recs map[int32][]*kgo.Record) (seqs map[string][]int, where map[string][]string) {
+func crashValueSeqs(t *testing.T, what string, recs []*kgo.Record) (seqs map[string][]int, where map[string][]string) {
 	t.Helper()
 	seqs, where = map[string][]int{}, map[string][]string{}
 	partOf := map[string]int32{}
-	for p, rs := range recs {
-		for _, r := range rs {
-			k := string(r.Key)
-			if q, ok := partOf[k]; !ok {
-				partOf[k] = p
-			} else if q != p && q >= 0 {
-				t.Errorf("%s: key %q is in partitions %d and %d", what, k, q, p)
-				partOf[k] = -1 // reported
-			}
-			n, err := strconv.Atoi(string(r.Value))
-			if r.Value == nil || err != nil {
-				t.Errorf("%s: key %q at %d@%d has the value %q, not a count", what, k, p, r.Offset, r.Value)
-				continue
-			}
-			seqs[k] = append(seqs[k], n)
-			where[k] = append(where[k], fmt.Sprintf("%d@%d", p, r.Offset))
+	for _, r := range recs {
+		k, p := string(r.Key), r.Partition
+		if q, ok := partOf[k]; !ok {
+			partOf[k] = p
+		} else if q != p && q >= 0 {
+			t.Errorf("%s: key %q is in partitions %d and %d", what, k, q, p)
+			partOf[k] = -1 // reported
 		}
+		n, err := strconv.Atoi(string(r.Value))
+		if r.Value == nil || err != nil {
+			t.Errorf("%s: key %q at %d@%d has the value %q, not a count", what, k, p, r.Offset, r.Value)
+			continue
+		}
+		seqs[k] = append(seqs[k], n)
+		where[k] = append(where[k], fmt.Sprintf("%d@%d", p, r.Offset))
 	}
 	return seqs, where
 }
@@ -387,9 +374,9 @@ func crashValueSeqs(t *testing.T, what string, recs map[int32][]*kgo.Record) (se
 func checkWordCountTopics(t *testing.T, addr string, ref map[string]int, exact bool) {
 	t.Helper()
 	clOffs := crashWaitStable(t, addr, e2eChangelog, 70*time.Second)
-	outOffs := crashWaitStable(t, addr, "word-counts", 70*time.Second)
-	clSeqs, clWhere := crashValueSeqs(t, "changelog "+e2eChangelog, crashReadRecords(t, addr, e2eChangelog, true, clOffs.stable))
-	outSeqs, outWhere := crashValueSeqs(t, "output word-counts", crashReadRecords(t, addr, "word-counts", true, outOffs.stable))
+	crashWaitStable(t, addr, "word-counts", 70*time.Second)
+	clSeqs, clWhere := crashValueSeqs(t, "changelog "+e2eChangelog, readChecked(t, addr, e2eChangelog, true))
+	outSeqs, outWhere := crashValueSeqs(t, "output word-counts", readChecked(t, addr, "word-counts", true))
 	clLatest, outMax := map[string]int{}, map[string]int{}
 	outRecords := 0
 	for w, s := range clSeqs {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
@@ -192,18 +191,6 @@ func topicEnds(t testing.TB, addr, topic string) map[int32]int64 {
 		out[o.Partition] = o.Offset
 	})
 	return out
-}
-
-// latest reads topic to its current end: see topictest.Latest.
-func latest(t testing.TB, addr, topic string) (map[string]string, int) {
-	t.Helper()
-	return topictest.Latest(t, []string{addr}, topic)
-}
-
-// waitCounts waits until the latest values of topic equal want.
-func waitCounts(t testing.TB, addr, topic string, want map[string]string) {
-	t.Helper()
-	topictest.WaitLatest(t, []string{addr}, topic, want, 90*time.Second)
 }
 
 // waitCommitted waits until the group's committed offsets equal the end offsets of the

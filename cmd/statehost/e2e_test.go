@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 	"github.com/statehost/statehost/store"
 )
@@ -47,7 +48,7 @@ func TestE2EWordCount(t *testing.T) {
 	produceLines(t, bin, addr, "sentences", lines)
 	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
-	got, n := latest(t, addr, e2eChangelog)
+	got, n := topictest.Latest(t, []string{addr}, e2eChangelog)
 	if !maps.Equal(got, want) {
 		t.Errorf("changelog %s: %d keys differ from the reference's %d", e2eChangelog, len(got), len(want))
 	}
@@ -78,7 +79,7 @@ func TestE2EKillDeleteStateRestore(t *testing.T) {
 	if err := os.RemoveAll(appStateDir(dir)); err != nil {
 		t.Fatal(err)
 	}
-	_, changelogRecords := latest(t, addr, e2eChangelog)
+	_, changelogRecords := topictest.Latest(t, []string{addr}, e2eChangelog)
 	ends := topicEnds(t, addr, e2eChangelog)
 	restart := time.Now()
 	app = startApp(t, bin, cfg, "restarted app")
@@ -104,7 +105,7 @@ func TestE2EKillDeleteStateRestore(t *testing.T) {
 	addCounts(ref, more)
 	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
-	if got, _ := latest(t, addr, e2eChangelog); !maps.Equal(got, want) {
+	if got, _ := topictest.Latest(t, []string{addr}, e2eChangelog); !maps.Equal(got, want) {
 		t.Errorf("changelog: %d keys, differs from the reference's %d", len(got), len(want))
 	}
 	stopClean(t, app)
@@ -215,7 +216,7 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 	addCounts(ref, more)
 	want := wordgen.Strings(ref)
 	waitCounts(t, addr, "word-counts", want)
-	if got, _ := latest(t, addr, e2eChangelog); !maps.Equal(got, want) {
+	if got, _ := topictest.Latest(t, []string{addr}, e2eChangelog); !maps.Equal(got, want) {
 		t.Errorf("changelog: %d keys, differs from the reference's %d", len(got), len(want))
 	}
 	stopClean(t, app)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/kafkacluster"
+	"github.com/statehost/statehost/internal/topictest"
 )
 
 // The harness of the process tests: the one set of helpers that start a broker and the
@@ -572,4 +573,35 @@ func values(recs []*kgo.Record) []string {
 		out[i] = string(r.Value)
 	}
 	return out
+}
+
+// readChecked reads topic from its start to its end, read_committed or not, with
+// topictest.Read, the one reader of what the processes wrote (it fails the test when the read
+// takes more than 30 s), and on Apache Kafka checks the records against kcat's (kcatCheck) up
+// to the end offsets (read_committed: last stable offsets) listed before the read.
+func readChecked(t testing.TB, addr, topic string, committed bool) []*kgo.Record {
+	t.Helper()
+	var upTo map[int32]int64
+	if kafkacluster.Requested() {
+		offs := crashListOffsets(t, addr, topic)
+		upTo = offs.end
+		if committed {
+			upTo = offs.stable
+		}
+	}
+	recs := topictest.Read(t, []string{addr}, topic, committed)
+	if upTo != nil {
+		byPart := map[int32][]*kgo.Record{}
+		for _, r := range recs {
+			byPart[r.Partition] = append(byPart[r.Partition], r)
+		}
+		kcatCheck(t, addr, topic, committed, byPart, upTo)
+	}
+	return recs
+}
+
+// waitCounts waits until the latest values of topic equal want.
+func waitCounts(t testing.TB, addr, topic string, want map[string]string) {
+	t.Helper()
+	topictest.WaitLatest(t, []string{addr}, topic, want, 90*time.Second)
 }

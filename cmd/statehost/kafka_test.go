@@ -12,24 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// readAll reads the n records of topic with a plain client.
-func readAll(t *testing.T, addr, topic string, n int) []*kgo.Record {
-	t.Helper()
-	ctx := testContext(t)
-	cl := testClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	defer cl.Close()
-	var recs []*kgo.Record
-	for len(recs) < n {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("reading %s: %v", topic, err)
-		}
-		recs = append(recs, fs.Records()...)
-	}
-	return recs
-}
+	"github.com/statehost/statehost/internal/topictest"
+)
 
 func sortedLines(s string) []string {
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
@@ -57,7 +42,7 @@ func TestProduceConsumeLines(t *testing.T) {
 	if got := sortedLines(r.stdout); !slices.Equal(got, want) {
 		t.Errorf("consume printed %d lines %.200q, want %.200q", len(got), got, want)
 	}
-	for _, rec := range readAll(t, b.addr, "lines", 5) {
+	for _, rec := range topictest.Read(t, []string{b.addr}, "lines", false) {
 		if rec.Key != nil {
 			t.Errorf("record %q has key %q, want null", rec.Value, rec.Key)
 		}
@@ -90,7 +75,7 @@ func TestProduceKeyed(t *testing.T) {
 	// default partitioner puts them.
 	partitioner := kgo.StickyKeyPartitioner(nil).ForTopic("keyed")
 	byKey := map[string][]int32{}
-	for _, rec := range readAll(t, b.addr, "keyed", 6) {
+	for _, rec := range topictest.Read(t, []string{b.addr}, "keyed", false) {
 		if rec.Key == nil {
 			if string(rec.Value) != "no key here" {
 				t.Errorf("record %q has a null key", rec.Value)
@@ -238,7 +223,13 @@ func TestProduceInterrupted(t *testing.T) {
 	if _, err := io.WriteString(feed, "one\ntwo\n"); err != nil {
 		t.Fatal(err)
 	}
-	readAll(t, b.addr, "t", 2)
+	for len(topictest.Read(t, []string{b.addr}, "t", false)) < 2 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the two lines did not reach the topic t")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	interrupt()
 	select {
 	case code := <-done:

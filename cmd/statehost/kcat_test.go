@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/kafkacluster"
-	"github.com/statehost/statehost/internal/topictest"
 )
 
 // On Apache Kafka (STATEHOST_TEST_KAFKA=1) the tests read what statehost wrote twice: with
@@ -23,30 +22,6 @@ import (
 // statehost's, so that a bug of franz-go's that statehost's writes and the tests' reads share
 // (a transaction marker misread, a record skipped under read_committed) cannot hide. On kfake
 // the second read is left out: kfake is itself written for franz-go, and the point is Kafka.
-
-// readChecked reads topic from its start to its end, read_committed or not, as topictest.Read,
-// and on Apache Kafka checks the records against kcat's (kcatCheck) up to the end offsets
-// (read_committed: last stable offsets) listed before the read.
-func readChecked(t testing.TB, addr, topic string, committed bool) []*kgo.Record {
-	t.Helper()
-	var upTo map[int32]int64
-	if kafkacluster.Requested() {
-		offs := crashListOffsets(t, addr, topic)
-		upTo = offs.end
-		if committed {
-			upTo = offs.stable
-		}
-	}
-	recs := topictest.Read(t, []string{addr}, topic, committed)
-	if upTo != nil {
-		byPart := map[int32][]*kgo.Record{}
-		for _, r := range recs {
-			byPart[r.Partition] = append(byPart[r.Partition], r)
-		}
-		kcatCheck(t, addr, topic, committed, byPart, upTo)
-	}
-	return recs
-}
 
 // kcatRecord is a record as kcat -J prints it.
 type kcatRecord struct {

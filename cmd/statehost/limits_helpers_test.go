@@ -103,12 +103,6 @@ func (p *appProcess) waitCommittedRunning(t testing.TB, addr, group, topic strin
 	})
 }
 
-// readTopic returns every record of topic, up to its current end, by partition.
-func readTopic(t testing.TB, addr, topic string) map[int32][]*kgo.Record {
-	t.Helper()
-	return crashReadRecords(t, addr, topic, false, topicEnds(t, addr, topic))
-}
-
 // header returns the value of r's header key, and whether it has one.
 func header(r *kgo.Record, key string) (string, bool) {
 	for _, h := range r.Headers {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/topictest"
 )
 
 func TestBrokerProcessRestart(t *testing.T) {
@@ -43,7 +45,7 @@ func TestBrokerProcessRestart(t *testing.T) {
 	}
 
 	p = startBroker(t, brokerOptions{kfake: true, dir: dir})
-	recs := readAll(t, p.addr, "kept", n)
+	recs := topictest.Read(t, []string{p.addr}, "kept", false)
 	seen := map[string]bool{}
 	for _, r := range recs {
 		seen[string(r.Value)] = true
