@@ -214,8 +214,8 @@ func (r *Runtime) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, r.Processors())
 	})
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
-	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.getKey)
-	mux.HandleFunc("GET /v1/stores/{store}/range", r.getRange)
+	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.iq.getKey)
+	mux.HandleFunc("GET /v1/stores/{store}/range", r.iq.getRange)
 	mux.Handle("GET /metrics", r.metrics.handler())
 	if r.cfg.Admin.Token == "" {
 		return mux

@@ -53,6 +53,15 @@ const (
 	maxRangeLimit     = 100000
 )
 
+// queries answers the interactive queries of a Runtime.
+type queries struct {
+	rt     *Runtime
+	owners owners // who runs what
+
+	unitTopicsOnce sync.Once
+	unitTopics     map[string]string // processor -> the topic that stands for its units in owners
+}
+
 // owners is who runs what, from the latest assignment: admin address -> its partitions.
 type owners struct {
 	mu    sync.Mutex
@@ -109,8 +118,8 @@ func (e *queryError) write(w http.ResponseWriter) {
 }
 
 // queryStore resolves a store name to its processor and spec, for key-value stores.
-func (r *Runtime) queryStore(name string) (*processor, changelog.StoreSpec, *queryError) {
-	for _, p := range r.procs {
+func (qs *queries) queryStore(name string) (*processor, changelog.StoreSpec, *queryError) {
+	for _, p := range qs.rt.procs {
 		for _, s := range p.stores {
 			if s.Name != name {
 				continue
@@ -121,23 +130,23 @@ func (r *Runtime) queryStore(name string) (*processor, changelog.StoreSpec, *que
 			return p, s, nil
 		}
 	}
-	return nil, changelog.StoreSpec{}, &queryError{code: http.StatusNotFound, err: fmt.Errorf("no store %s in application %s", name, r.cfg.ApplicationID)}
+	return nil, changelog.StoreSpec{}, &queryError{code: http.StatusNotFound, err: fmt.Errorf("no store %s in application %s", name, qs.rt.cfg.ApplicationID)}
 }
 
 // locate decides who answers for partition part of a store's processor: nil when this
 // instance reads its copy, else the redirect or the 503.
-func (r *Runtime) locate(req *http.Request, p *processor, part int32, stale bool) *queryError {
+func (qs *queries) locate(req *http.Request, p *processor, part int32, stale bool) *queryError {
 	id := taskID{p.cfg.Name, part}
-	switch state := r.status.state(id); {
+	switch state := qs.rt.status.state(id); {
 	case state == "running", stale && (state == "restoring" || state == "standby"):
 		return nil
 	case state == "restoring":
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
 			err: fmt.Errorf("task %s is restoring its stores here (add stale=true to read what it has restored)", id)}
 	}
-	addr, ok := r.owners.of(r.unitTopic(p), part)
+	addr, ok := qs.owners.of(qs.unitTopic(p), part)
 	q := req.URL.Query()
-	if !ok || addr == r.local.adminAddr() || q.Get("redirected") != "" {
+	if !ok || addr == qs.rt.local.adminAddr() || q.Get("redirected") != "" {
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
 			err: fmt.Errorf("no instance runs task %s now (it is moving in a rebalance); retry", id)}
 	}
@@ -149,15 +158,15 @@ func (r *Runtime) locate(req *http.Request, p *processor, part int32, stale bool
 }
 
 // getKey is GET /v1/stores/{store}/keys/{key}.
-func (r *Runtime) getKey(w http.ResponseWriter, req *http.Request) {
-	p, spec, qerr := r.queryStore(req.PathValue("store"))
+func (qs *queries) getKey(w http.ResponseWriter, req *http.Request) {
+	p, spec, qerr := qs.queryStore(req.PathValue("store"))
 	if qerr != nil {
 		qerr.write(w)
 		return
 	}
 	key := []byte(req.PathValue("key"))
 	part := KeyPartition(key, p.partitions, 0)
-	if qerr := r.locate(req, p, part, req.URL.Query().Get("stale") == "true"); qerr != nil {
+	if qerr := qs.locate(req, p, part, req.URL.Query().Get("stale") == "true"); qerr != nil {
 		qerr.write(w)
 		return
 	}
@@ -165,7 +174,7 @@ func (r *Runtime) getKey(w http.ResponseWriter, req *http.Request) {
 		value []byte
 		found bool
 	)
-	err := r.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
+	err := qs.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
 		var err error
 		value, found, err = read.get(key)
 		return err
@@ -185,8 +194,8 @@ func (r *Runtime) getKey(w http.ResponseWriter, req *http.Request) {
 }
 
 // getRange is GET /v1/stores/{store}/range.
-func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
-	p, spec, qerr := r.queryStore(req.PathValue("store"))
+func (qs *queries) getRange(w http.ResponseWriter, req *http.Request) {
+	p, spec, qerr := qs.queryStore(req.PathValue("store"))
 	if qerr != nil {
 		qerr.write(w)
 		return
@@ -216,14 +225,14 @@ func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("partition %q: want a number from 0 to %d", s, p.partitions-1))
 			return
 		}
-		if qerr := r.locate(req, p, int32(n), stale); qerr != nil {
+		if qerr := qs.locate(req, p, int32(n), stale); qerr != nil {
 			qerr.write(w)
 			return
 		}
 		parts = []int32{int32(n)}
 	} else {
 		for part := range p.partitions {
-			if r.locate(req, p, part, stale) == nil {
+			if qs.locate(req, p, part, stale) == nil {
 				parts = append(parts, part)
 			}
 		}
@@ -240,7 +249,7 @@ func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
 		if len(entries) >= limit {
 			break
 		}
-		err := r.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
+		err := qs.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
 			return read.scan(from, to, func(k, v []byte) bool {
 				entries = append(entries, rangeEntry(part, k, v))
 				return len(entries) < limit
@@ -252,7 +261,7 @@ func (r *Runtime) getRange(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 			failure = fmt.Errorf("partition %d: %w", part, err)
-			r.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
+			qs.rt.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
 			break
 		}
 	}
@@ -305,21 +314,21 @@ var errCopyBusy = errors.New("the store's copy here cannot be read now")
 // readCopy runs fn with a reader of this instance's copy of the store's partition part: a
 // Pebble store's committed state straight from the database; a memory store's with the loop
 // held between batches (at most memoryReadWait).
-func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
+func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
 	id := store.TaskID{Processor: p.cfg.Name, Partition: part}
 	if spec.Backend == store.Pebble {
 		return fn(copyReader{
-			get: func(key []byte) ([]byte, bool, error) { return r.stores.ReadCommitted(id, spec.Name, key) },
+			get: func(key []byte) ([]byte, bool, error) { return qs.rt.stores.ReadCommitted(id, spec.Name, key) },
 			scan: func(from, to []byte, f func(k, v []byte) bool) error {
-				return r.stores.ScanCommitted(id, spec.Name, from, to, f)
+				return qs.rt.stores.ScanCommitted(id, spec.Name, from, to, f)
 			},
 		})
 	}
-	if !r.lockFor(ctx, memoryReadWait) {
+	if !qs.lockFor(ctx, memoryReadWait) {
 		return fmt.Errorf("%w: the loop has been busy (a restore?) for %v", errCopyBusy, memoryReadWait)
 	}
-	defer r.tasks.mu.Unlock()
-	t := r.tasks.active[taskID{p.cfg.Name, part}]
+	defer qs.rt.tasks.mu.Unlock()
+	t := qs.rt.tasks.active[taskID{p.cfg.Name, part}]
 	if t == nil || t.cl == nil {
 		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
 	}
@@ -334,9 +343,9 @@ func (r *Runtime) readCopy(ctx context.Context, p *processor, spec changelog.Sto
 const memoryReadWait = 2 * time.Second
 
 // lockFor takes r.tasks.mu, waiting at most d.
-func (r *Runtime) lockFor(ctx context.Context, d time.Duration) bool {
+func (qs *queries) lockFor(ctx context.Context, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for !r.tasks.mu.TryLock() {
+	for !qs.rt.tasks.mu.TryLock() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
@@ -379,18 +388,18 @@ func (o *owners) snapshot() map[string]map[string][]int32 {
 
 // unitTopic is the topic whose partitions stand for the units of p in the hosts map: the first
 // (sorted) topic of its co-partition group, as the balancer publishes them.
-func (r *Runtime) unitTopic(p *processor) string {
-	r.unitTopicsOnce.Do(func() {
-		group := newTaskBalancer(r.procs).group
-		r.unitTopics = map[string]string{}
-		for _, q := range r.procs {
+func (qs *queries) unitTopic(p *processor) string {
+	qs.unitTopicsOnce.Do(func() {
+		group := newTaskBalancer(qs.rt.procs).group
+		qs.unitTopics = map[string]string{}
+		for _, q := range qs.rt.procs {
 			root := group[q.cfg.Inputs[0]]
 			for t, g := range group {
-				if first := r.unitTopics[q.cfg.Name]; g == root && (first == "" || t < first) {
-					r.unitTopics[q.cfg.Name] = t
+				if first := qs.unitTopics[q.cfg.Name]; g == root && (first == "" || t < first) {
+					qs.unitTopics[q.cfg.Name] = t
 				}
 			}
 		}
 	})
-	return r.unitTopics[p.cfg.Name]
+	return qs.unitTopics[p.cfg.Name]
 }

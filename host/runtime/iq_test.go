@@ -67,7 +67,7 @@ func testInteractiveQueries(t *testing.T, backend string) {
 	waitCounts(t, brokers, "word-counts", wordgen.Strings(ref))
 	waitFor(t, 60*time.Second, "both instances to run count tasks and to know who runs what", func() bool {
 		return runningCount(a.rt) > 0 && runningCount(b.rt) > 0 && runningCount(a.rt)+runningCount(b.rt) == 3 &&
-			len(a.rt.owners.snapshot()) == 2 && len(b.rt.owners.snapshot()) == 2
+			len(a.rt.iq.owners.snapshot()) == 2 && len(b.rt.iq.owners.snapshot()) == 2
 	})
 	runs := func(in *instance, part int32) bool { return in.rt.status.state(taskID{"count", part}) == "running" }
 
@@ -362,7 +362,7 @@ processor "count" {
 	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
 	waitFor(t, 60*time.Second, "both instances to run tasks and know who runs what", func() bool {
 		return runningCount(a.rt) > 0 && runningCount(b.rt) > 0 && runningCount(a.rt)+runningCount(b.rt) == 4 &&
-			len(a.rt.owners.snapshot()) == 2
+			len(a.rt.iq.owners.snapshot()) == 2
 	})
 	for _, k := range keys {
 		waitFor(t, 10*time.Second, fmt.Sprintf("key %q through instance a", k), func() bool {

@@ -47,59 +47,59 @@ const batchLengthPrefix = 4
 // processors and hands each processor its stores' and outputs' (storeLimits, outputLimits).
 // It never fails: a topic or broker whose configs cannot be read gets the broker's or
 // Kafka's default, with a warning.
-func (r *Runtime) learnLimits(ctx context.Context) {
+func (ts topicSetup) learnLimits(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	batch := 1 << 20
-	if v, ok := r.kafka.prodCl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+	if v, ok := ts.rt.kafka.prodCl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
 		batch = int(v)
 	}
 	batch -= batchLengthPrefix
 
 	topics := map[string]bool{}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		for _, out := range p.cfg.Outputs {
 			topics[out] = true
 		}
 		if p.cfg.OnError == config.OnErrorDeadLetter {
-			topics[r.cfg.DeadLetterTopic(p.cfg.Name)] = true
+			topics[ts.rt.cfg.DeadLetterTopic(p.cfg.Name)] = true
 		}
 		for _, s := range p.stores {
 			if !s.LoggingDisabled {
-				topics[changelog.TopicName(r.cfg.ApplicationID, s.Name)] = true
+				topics[changelog.TopicName(ts.rt.cfg.ApplicationID, s.Name)] = true
 			}
 		}
 	}
-	broker := r.brokerMaxMessageBytes(ctx)
-	r.limits = make(map[string]int, len(topics))
-	described, err := r.describeTopicConfigs(ctx, slices.Sorted(maps.Keys(topics)))
+	broker := ts.brokerMaxMessageBytes(ctx)
+	ts.rt.limits = make(map[string]int, len(topics))
+	described, err := ts.describeTopicConfigs(ctx, slices.Sorted(maps.Keys(topics)))
 	if err != nil {
-		r.log.Warn("could not read the topics' max.message.bytes: the broker's message.max.bytes bounds their records", "error", err)
+		ts.rt.log.Warn("could not read the topics' max.message.bytes: the broker's message.max.bytes bounds their records", "error", err)
 	}
 	for _, rc := range described {
 		if rc.Err != nil {
-			r.log.Warn("could not read a topic's max.message.bytes: the broker's message.max.bytes bounds its records", "topic", rc.Name, "error", rc.Err)
+			ts.rt.log.Warn("could not read a topic's max.message.bytes: the broker's message.max.bytes bounds its records", "topic", rc.Name, "error", rc.Err)
 			continue
 		}
 		if n, ok := intConfig(rc.Configs, "max.message.bytes"); ok {
-			r.limits[rc.Name] = min(n, batch)
+			ts.rt.limits[rc.Name] = min(n, batch)
 		}
 	}
 	for topic := range topics {
-		if _, ok := r.limits[topic]; !ok {
-			r.limits[topic] = min(broker, batch)
+		if _, ok := ts.rt.limits[topic]; !ok {
+			ts.rt.limits[topic] = min(broker, batch)
 		}
-		r.log.Debug("record limit", "topic", topic, "max_batch_bytes", r.limits[topic])
+		ts.rt.log.Debug("record limit", "topic", topic, "max_batch_bytes", ts.rt.limits[topic])
 	}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		p.outputLimits = make([]int, len(p.cfg.Outputs))
 		for i, out := range p.cfg.Outputs {
-			p.outputLimits[i] = r.limits[out]
+			p.outputLimits[i] = ts.rt.limits[out]
 		}
 		p.storeLimits = map[string]int{}
 		for _, s := range p.stores {
 			if !s.LoggingDisabled {
-				p.storeLimits[s.Name] = r.limits[changelog.TopicName(r.cfg.ApplicationID, s.Name)]
+				p.storeLimits[s.Name] = ts.rt.limits[changelog.TopicName(ts.rt.cfg.ApplicationID, s.Name)]
 			}
 		}
 	}
@@ -113,12 +113,12 @@ const newTopicWait = 10 * time.Second
 // start, or by another instance) may be unknown still to the broker asked, which learns of it
 // from the controller a moment later on Apache Kafka: those are asked for again, with
 // backoff, for up to newTopicWait, and keep their error after that.
-func (r *Runtime) describeTopicConfigs(ctx context.Context, topics []string) (kadm.ResourceConfigs, error) {
+func (ts topicSetup) describeTopicConfigs(ctx context.Context, topics []string) (kadm.ResourceConfigs, error) {
 	deadline := time.Now().Add(newTopicWait)
 	backoff := 50 * time.Millisecond
 	var out kadm.ResourceConfigs
 	for {
-		described, err := r.kafka.adm.DescribeTopicConfigs(ctx, topics...)
+		described, err := ts.rt.kafka.adm.DescribeTopicConfigs(ctx, topics...)
 		if err != nil {
 			return append(out, described...), err
 		}
@@ -144,16 +144,16 @@ func (r *Runtime) describeTopicConfigs(ctx context.Context, topics []string) (ka
 
 // brokerMaxMessageBytes returns the smallest message.max.bytes of the brokers, or Kafka's
 // default when none tells.
-func (r *Runtime) brokerMaxMessageBytes(ctx context.Context) int {
+func (ts topicSetup) brokerMaxMessageBytes(ctx context.Context) int {
 	n := kafkaMaxMessageBytes
-	md, err := r.kafka.adm.BrokerMetadata(ctx)
+	md, err := ts.rt.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
-		r.log.Warn("could not list the brokers to read their message.max.bytes", "error", err)
+		ts.rt.log.Warn("could not list the brokers to read their message.max.bytes", "error", err)
 		return n
 	}
-	described, err := r.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
+	described, err := ts.rt.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
 	if err != nil {
-		r.log.Warn("could not read the brokers' message.max.bytes", "error", err)
+		ts.rt.log.Warn("could not read the brokers' message.max.bytes", "error", err)
 		return n
 	}
 	found := false

@@ -175,14 +175,11 @@ type Runtime struct {
 	outParts map[string]int32        // output topic -> its partition count
 	limits   map[string]int          // produced topic -> the largest record batch of a record (limits.go)
 
-	kafka  clients     // the Kafka clients
-	local  *localState // the state this instance holds, for the balancer and the cleanup
-	owners owners      // who runs what, for interactive queries (iq.go)
+	kafka clients     // the Kafka clients
+	local *localState // the state this instance holds, for the balancer and the cleanup
 
-	unitTopicsOnce sync.Once
-	unitTopics     map[string]string // processor -> the topic that stands for its units in owners
-	committer      committer         // atLeastOnce, or eos
-	eos            *exactlyOnce      // the committer under exactly-once; nil under at-least-once
+	committer committer    // atLeastOnce, or eos
+	eos       *exactlyOnce // the committer under exactly-once; nil under at-least-once
 
 	tasks *taskTable // the tasks, their input partitions, and the lock of both (tasks.go)
 
@@ -198,6 +195,7 @@ type Runtime struct {
 	status  *statusBoard
 	metrics *metrics // GET /metrics (metrics.go)
 	deploy  deploys  // the modules' deploys and switches (deploy.go)
+	iq      queries  // interactive queries (iq.go)
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
@@ -222,6 +220,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.jobs = &dispatcher{rt: r}
 	r.sb.rt = r
 	r.deploy.rt = r
+	r.iq.rt = r
 	r.metrics = newMetrics(r.status)
 	r.status.markers = cfg.Guarantee == config.ExactlyOnce
 	if cfg.Guarantee == config.ExactlyOnce {
@@ -264,10 +263,11 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if err := r.connect(); err != nil {
 		return nil, err
 	}
-	if err := r.setupTopics(ctx); err != nil {
+	topics := topicSetup{r}
+	if err := topics.setupTopics(ctx); err != nil {
 		return nil, err
 	}
-	r.learnLimits(ctx)
+	topics.learnLimits(ctx)
 	return r, nil
 }
 

@@ -81,7 +81,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 			}
 		}
 	}
-	sb.rt.owners.set(sa.hosts)
+	sb.rt.iq.owners.set(sa.hosts)
 	sb.rt.signals.post(groupEvent{standbys: &standbyEvent{want: want, warmups: warm, active: active}})
 }
 

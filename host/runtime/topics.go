@@ -27,6 +27,11 @@ var RepartitionTopicConfigs = map[string]string{
 	"retention.ms":   "-1",
 }
 
+// topicSetup checks the configuration's topics against the broker and creates the missing
+// ones, when the runtime starts (New), and learns the limits of the topics it produces to
+// (limits.go).
+type topicSetup struct{ rt *Runtime }
+
 // setupTopics checks the topology against the broker, then creates the topics the
 // configuration declares. Checks first, and all of them, so that a configuration with
 // problems creates nothing and its problems come back together as one *DiagnosticsError:
@@ -38,14 +43,14 @@ var RepartitionTopicConfigs = map[string]string{
 // the partition count of the processor that writes them, the dead-letter topics of
 // processors with on_error = "dead_letter" likewise, and the changelogs with their
 // processor's count.
-func (r *Runtime) setupTopics(ctx context.Context) error {
+func (ts topicSetup) setupTopics(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	parts, err := r.partitionCounts(ctx)
+	parts, err := ts.partitionCounts(ctx)
 	if err != nil {
 		return err
 	}
-	tm, err := changelog.NewTopicManager(r.kafka.adm, changelog.TopicSettings{AppID: r.cfg.ApplicationID, Logger: r.log})
+	tm, err := changelog.NewTopicManager(ts.rt.kafka.adm, changelog.TopicSettings{AppID: ts.rt.cfg.ApplicationID, Logger: ts.rt.log})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
@@ -57,7 +62,7 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 
 	// The partition count of every topic once the declared ones exist.
 	planned := maps.Clone(parts)
-	for _, t := range r.cfg.Topics {
+	for _, t := range ts.rt.cfg.Topics {
 		if n, ok := parts[t.Name]; ok && n != t.Partitions {
 			diag(t.PartitionsRange, "Partition count mismatch",
 				"Topic %q exists on the broker with %d partitions, but its topic block says %d. Statehost does not change the partitions of an existing topic: fix the block, or recreate the topic.",
@@ -66,7 +71,7 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			planned[t.Name] = t.Partitions
 		}
 	}
-	for _, rp := range r.cfg.Repartitions {
+	for _, rp := range ts.rt.cfg.Repartitions {
 		if n, ok := parts[rp.Topic]; ok && n != rp.Partitions {
 			diag(rp.PartitionsRange, "Partition count mismatch",
 				"Repartition topic %q exists on the broker with %d partitions, but the repartition block says %d. Delete the internal topic (its records are transient) or fix the block.",
@@ -77,7 +82,7 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 	}
 	// Inputs: they must exist, and the inputs of one processor must be co-partitioned.
 	known := make(map[*processor]bool) // the processors whose partition count is known
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		pc := p.cfg
 		counts := make(map[int32][]string)
 		ok := true
@@ -86,7 +91,7 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 			if !exists {
 				diag(pc.InputRanges[i], "Unknown input topic",
 					"Processor %q reads topic %q, which neither exists on the broker (%s) nor has a topic block. Create the topic, or declare it with a topic block so that statehost creates it.",
-					pc.Name, in, strings.Join(r.opts.Brokers, ","))
+					pc.Name, in, strings.Join(ts.rt.opts.Brokers, ","))
 				ok = false
 				continue
 			}
@@ -106,28 +111,28 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 		known[p] = ok && p.partitions > 0
 	}
 	// Existing changelogs: as many partitions as their processor's inputs.
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		if !known[p] {
 			continue
 		}
 		for _, spec := range changelog.TopicSpecs(p.stores) {
-			name := changelog.TopicName(r.cfg.ApplicationID, spec.Store)
+			name := changelog.TopicName(ts.rt.cfg.ApplicationID, spec.Store)
 			if n, ok := parts[name]; ok && n != p.partitions {
 				diagChangelogMismatch(diag, p, spec.Store, &changelog.PartitionMismatchError{Topic: name, Expected: p.partitions, Actual: n})
 			}
 		}
 	}
-	diags = append(diags, r.checkSessionTimeout(ctx)...)
+	diags = append(diags, ts.checkSessionTimeout(ctx)...)
 
-	creates := r.planTopics(parts, planned, known, tm)
+	creates := ts.planTopics(parts, planned, known, tm)
 	refused := func(c topicCreate, err error) {
 		diag(c.rng, "Topic not created", "The broker refused to create %s %q: %v.", c.what, c.name, err)
 	}
-	if err := r.validateTopics(ctx, creates, refused); err != nil {
+	if err := ts.validateTopics(ctx, creates, refused); err != nil {
 		return err
 	}
 	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: byPosition(diags), Files: r.cfg.Files}
+		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
 	}
 
 	// Create the declared topics, the missing outputs and dead-letter topics, then the
@@ -136,11 +141,11 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 		if c.changelog {
 			continue
 		}
-		if err := r.createTopic(ctx, c.name, c.partitions, c.configs); err != nil {
+		if err := ts.createTopic(ctx, c.name, c.partitions, c.configs); err != nil {
 			refused(c, err)
 		}
 	}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		for _, spec := range changelog.TopicSpecs(p.stores) {
 			err := tm.Ensure(ctx, p.partitions, []changelog.TopicSpec{spec})
 			if err == nil {
@@ -154,12 +159,12 @@ func (r *Runtime) setupTopics(ctx context.Context) error {
 				return fmt.Errorf("runtime: processor %s: %w", p.cfg.Name, err)
 			default:
 				diag(storeRange(p, spec.Store), "Topic not created", "The broker refused to create the changelog topic %q: %v.",
-					changelog.TopicName(r.cfg.ApplicationID, spec.Store), err)
+					changelog.TopicName(ts.rt.cfg.ApplicationID, spec.Store), err)
 			}
 		}
 	}
 	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: byPosition(diags), Files: r.cfg.Files}
+		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
 	}
 	return nil
 }
@@ -207,28 +212,28 @@ type topicCreate struct {
 // repartition blocks, then the missing outputs and dead-letter topics of the processors whose
 // partition count is known, with that count, then their missing changelogs. It records the
 // partition count of every output and dead-letter topic in r.outParts.
-func (r *Runtime) planTopics(parts, planned map[string]int32, known map[*processor]bool, tm *changelog.TopicManager) []topicCreate {
+func (ts topicSetup) planTopics(parts, planned map[string]int32, known map[*processor]bool, tm *changelog.TopicManager) []topicCreate {
 	var creates []topicCreate
-	for _, t := range r.cfg.Topics {
+	for _, t := range ts.rt.cfg.Topics {
 		if _, ok := parts[t.Name]; !ok {
 			creates = append(creates, topicCreate{name: t.Name, partitions: t.Partitions, configs: t.Configs, what: "topic", rng: t.DeclRange})
 		}
 	}
-	for _, rp := range r.cfg.Repartitions {
+	for _, rp := range ts.rt.cfg.Repartitions {
 		if _, ok := parts[rp.Topic]; !ok {
 			creates = append(creates, topicCreate{name: rp.Topic, partitions: rp.Partitions, configs: RepartitionTopicConfigs, what: "repartition topic", rng: rp.DeclRange})
 		}
 	}
 	out := func(p *processor, topic, what string, rng hcl.Range) {
 		if n, ok := planned[topic]; ok {
-			r.outParts[topic] = n
+			ts.rt.outParts[topic] = n
 			return
 		}
 		creates = append(creates, topicCreate{name: topic, partitions: p.partitions, what: what, rng: rng})
 		planned[topic] = p.partitions
-		r.outParts[topic] = p.partitions
+		ts.rt.outParts[topic] = p.partitions
 	}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		if !known[p] {
 			continue
 		}
@@ -237,17 +242,17 @@ func (r *Runtime) planTopics(parts, planned map[string]int32, known map[*process
 		}
 	}
 	// Dead-letter topics, like outputs (the task produces its poison records there).
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		if known[p] && p.cfg.OnError == config.OnErrorDeadLetter {
-			out(p, r.cfg.DeadLetterTopic(p.cfg.Name), "dead-letter topic", p.cfg.OnErrorRange)
+			out(p, ts.rt.cfg.DeadLetterTopic(p.cfg.Name), "dead-letter topic", p.cfg.OnErrorRange)
 		}
 	}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		if !known[p] {
 			continue
 		}
 		for _, spec := range changelog.TopicSpecs(p.stores) {
-			if name := changelog.TopicName(r.cfg.ApplicationID, spec.Store); !contains(parts, name) {
+			if name := changelog.TopicName(ts.rt.cfg.ApplicationID, spec.Store); !contains(parts, name) {
 				creates = append(creates, topicCreate{name: name, partitions: p.partitions, configs: tm.Configs(spec),
 					what: "the changelog topic", rng: storeRange(p, spec.Store), changelog: true})
 			}
@@ -262,7 +267,7 @@ func contains(m map[string]int32, k string) bool { _, ok := m[k]; return ok }
 // validate_only), in one request, and calls refused for each one it refuses. A topic that
 // exists meanwhile (another instance created it) is fine. It returns an error only when
 // the request fails.
-func (r *Runtime) validateTopics(ctx context.Context, creates []topicCreate, refused func(topicCreate, error)) error {
+func (ts topicSetup) validateTopics(ctx context.Context, creates []topicCreate, refused func(topicCreate, error)) error {
 	if len(creates) == 0 {
 		return nil
 	}
@@ -281,9 +286,9 @@ func (r *Runtime) validateTopics(ctx context.Context, creates []topicCreate, ref
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := req.RequestWith(ctx, r.kafka.prodCl)
+	resp, err := req.RequestWith(ctx, ts.rt.kafka.prodCl)
 	if err != nil {
-		return fmt.Errorf("runtime: check the topics to create on %s: %w", strings.Join(r.opts.Brokers, ","), err)
+		return fmt.Errorf("runtime: check the topics to create on %s: %w", strings.Join(ts.rt.opts.Brokers, ","), err)
 	}
 	for _, t := range resp.Topics {
 		err := kerr.ErrorForCode(t.ErrorCode)
@@ -311,22 +316,22 @@ const (
 // 6s to 30m by default on Kafka, 100ms to 5m on the embedded broker). Outside it, the broker
 // refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
 // permission to describe its configs) is not checked; that is logged.
-func (r *Runtime) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
-	md, err := r.kafka.adm.BrokerMetadata(ctx)
+func (ts topicSetup) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
+	md, err := ts.rt.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
-		r.log.Warn("cannot list the brokers to check the session timeout against them", "error", err)
+		ts.rt.log.Warn("cannot list the brokers to check the session timeout against them", "error", err)
 		return nil
 	}
-	rcs, err := r.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
+	rcs, err := ts.rt.kafka.adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
 	if err != nil && len(rcs) == 0 {
-		r.log.Warn("cannot read the brokers' session timeout bounds; session_timeout is not checked against them", "error", err)
+		ts.rt.log.Warn("cannot read the brokers' session timeout bounds; session_timeout is not checked against them", "error", err)
 		return nil
 	}
 	lo, hi := int64(-1), int64(-1)
 	var loAt, hiAt string // the broker that says lo, hi
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			r.log.Warn("cannot read a broker's session timeout bounds", "broker", rc.Name, "error", rc.Err)
+			ts.rt.log.Warn("cannot read a broker's session timeout bounds", "broker", rc.Name, "error", rc.Err)
 			continue
 		}
 		for _, c := range rc.Configs {
@@ -343,7 +348,7 @@ func (r *Runtime) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
 			}
 		}
 	}
-	ms := r.opts.SessionTimeout.Milliseconds()
+	ms := ts.rt.opts.SessionTimeout.Milliseconds()
 	var bound string
 	switch {
 	case lo >= 0 && ms < lo:
@@ -362,27 +367,27 @@ func (r *Runtime) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
 	default:
 		allowed = fmt.Sprintf("to at most %v", ms(hi))
 	}
-	rng := r.cfg.SessionTimeoutRange
+	rng := ts.rt.cfg.SessionTimeoutRange
 	return hcl.Diagnostics{{
 		Severity: hcl.DiagError,
 		Summary:  "Session timeout outside the broker's range",
 		Detail: fmt.Sprintf("The group session timeout %s (session_timeout) is %s: the broker would refuse the application's consumer group members (INVALID_SESSION_TIMEOUT). Set session_timeout %s, or change the broker's settings.",
-			config.FormatDuration(r.opts.SessionTimeout), bound, allowed),
+			config.FormatDuration(ts.rt.opts.SessionTimeout), bound, allowed),
 		Subject: &rng,
 	}}
 }
 
 // partitionCounts lists the topics the configuration names (the changelogs too) and returns
 // the partition count of those that exist.
-func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error) {
+func (ts topicSetup) partitionCounts(ctx context.Context) (map[string]int32, error) {
 	names := make(map[string]bool)
-	for _, t := range r.cfg.Topics {
+	for _, t := range ts.rt.cfg.Topics {
 		names[t.Name] = true
 	}
-	for _, rp := range r.cfg.Repartitions {
+	for _, rp := range ts.rt.cfg.Repartitions {
 		names[rp.Topic] = true
 	}
-	for _, p := range r.cfg.Processors {
+	for _, p := range ts.rt.cfg.Processors {
 		for _, t := range p.Inputs {
 			names[t] = true
 		}
@@ -390,20 +395,20 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 			names[t] = true
 		}
 		if p.OnError == config.OnErrorDeadLetter {
-			names[r.cfg.DeadLetterTopic(p.Name)] = true
+			names[ts.rt.cfg.DeadLetterTopic(p.Name)] = true
 		}
 	}
-	for _, p := range r.procs {
+	for _, p := range ts.rt.procs {
 		for _, spec := range changelog.TopicSpecs(p.stores) {
-			names[changelog.TopicName(r.cfg.ApplicationID, spec.Store)] = true
+			names[changelog.TopicName(ts.rt.cfg.ApplicationID, spec.Store)] = true
 		}
 	}
 	// WithAuthorizedOps bypasses the client's metadata cache, which would otherwise keep the
 	// topics about to be created as unknown for a while: admin requests that need leaders
 	// (DeleteRecords of the purge) would fail on them.
-	details, err := r.kafka.adm.ListTopics(kadm.WithAuthorizedOps(ctx), slices.Sorted(maps.Keys(names))...)
+	details, err := ts.rt.kafka.adm.ListTopics(kadm.WithAuthorizedOps(ctx), slices.Sorted(maps.Keys(names))...)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: list topics on %s: %w", strings.Join(r.opts.Brokers, ","), err)
+		return nil, fmt.Errorf("runtime: list topics on %s: %w", strings.Join(ts.rt.opts.Brokers, ","), err)
 	}
 	parts := make(map[string]int32)
 	for name, d := range details {
@@ -419,22 +424,22 @@ func (r *Runtime) partitionCounts(ctx context.Context) (map[string]int32, error)
 }
 
 // createTopic creates a topic; one that another instance created meanwhile is fine.
-func (r *Runtime) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
+func (ts topicSetup) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
 	cfgs := make(map[string]*string, len(configs))
 	for k, v := range configs {
 		cfgs[k] = kadm.StringPtr(v)
 	}
-	resp, err := r.kafka.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
+	resp, err := ts.rt.kafka.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
 	if err == nil {
 		err = resp.Err
 	}
 	switch {
 	case errors.Is(err, kerr.TopicAlreadyExists):
-		r.log.Debug("topic created meanwhile by another instance", "topic", name)
+		ts.rt.log.Debug("topic created meanwhile by another instance", "topic", name)
 	case err != nil:
 		return fmt.Errorf("runtime: create topic %s with %d partitions: %w", name, partitions, err)
 	default:
-		r.log.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
+		ts.rt.log.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
 	}
 	return nil
 }
