@@ -214,124 +214,32 @@ func (e *exactlyOnce) openWork() bool {
 // for that job (waitInTxn). Hand-overs are held while the
 // transaction ends, so that none slips in after these checks.
 func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) error {
-	var touched []*task // the tasks that worked in the transaction
-	for _, t := range e.rt.tasks.active {
-		if t.uncommitted() {
-			touched = append(touched, t)
-		}
-	}
-	if len(touched) == 0 {
+	touched, due := e.txnWork(why)
+	if !due {
 		return nil
-	}
-	if why.deferrable() {
-		// Only work without input (plugins' init writes, punctuations of idle tasks): a
-		// commit without offsets holds the session for 500ms (franz-go waits for the markers
-		// when the offset commit does not show KIP-447). It rides in the next commit with
-		// offsets, unless the transaction nears its timeout. Not before a restore, which may
-		// outlast the transaction.
-		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
-		if !consumed && time.Since(e.txn.begun) < transactionTimeout(e.rt.cfg.CommitInterval)/2 {
-			return nil
-		}
 	}
 	start := time.Now()
 	defer e.rt.metrics.committed(start)
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		prepared = make(map[*task]changelog.Prepared, len(touched))
-		commit   []*task // prepared: they apply once the transaction commits
-		partial  []*task // busy: their ended jobs commit now, their stores apply later
-		release  func()
-	)
-	// Tasks that are not busy are prepared first: their records may take places in the
-	// producer that a busy task waiting for room needs.
-	for release == nil {
-		var ready, inTxn []*task
-		for _, t := range touched {
-			switch _, done := prepared[t]; {
-			case done:
-			case !t.busy() && (t.failed || e.rt.jobs.settled(t)):
-				ready = append(ready, t)
-			case t.busy() && t.job.handedOver():
-				inTxn = append(inTxn, t)
-			}
-		}
-		err := e.rt.jobs.forEachTask(ready, func(t *task) error {
-			if t.failed || t.cl == nil {
-				if t.cl != nil && t.cl.Err() != nil {
-					return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
-				}
-				return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
-			}
-			p, err := t.cl.Prepare(ctx)
-			if err != nil {
-				return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
-			}
-			mu.Lock()
-			prepared[t] = p
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			return e.abortLocked(why, err, true)
-		}
-		commit = append(commit, ready...)
-		if len(inTxn) > 0 {
-			if err := e.waitInTxn(inTxn); err != nil {
-				var stuck *stuckInTxnError
-				if !errors.As(err, &stuck) {
-					return err // a plugin failed: the transaction aborts (shutdown)
-				}
-				// Its revival meets the same record again: other commits do not end the run
-				// of aborts it causes.
-				if e.txn.stuck[stuck.task]++; e.txn.stuck[stuck.task] >= maxAbortsInARow {
-					return fmt.Errorf("runtime: %d transactions in a row aborted for task %s (%s): %w", e.txn.stuck[stuck.task], stuck.task, why, err)
-				}
-				return e.abortLocked(why, err, true)
-			}
-			continue
-		}
-		release = e.rt.kafka.producer.HoldHandOvers()
-		partial = partial[:0]
-		for _, t := range touched {
-			if _, done := prepared[t]; done {
-				continue
-			}
-			if t.busy() && t.job.handedOver() {
-				release() // its job handed records over before the hold: wait for it
-				release = nil
-				break
-			}
-			if t.busy() && !t.queuedUntilCommit() && t.last != nil {
-				partial = append(partial, t)
-			}
-		}
+	rd, err := e.prepare(ctx, why, touched)
+	if rd == nil {
+		return err // nil (nothing to commit yet), or the transaction aborted
 	}
 	// The hold lasts until the next transaction begins; a path that stops jobs lets go first
 	// (a job may wait for the hold to hand its records over).
-	unhold := func() {
-		if release != nil {
-			release()
-			release = nil
-		}
-	}
-	defer unhold()
-	if len(commit)+len(partial) == 0 {
-		return nil // only busy tasks worked: nothing of theirs is in the transaction yet
-	}
+	defer rd.unhold()
 	if err := e.checkMembership(ctx); err != nil {
 		// Fenced: the group will tell the consumer, which rejoins; not an error to count.
 		// Anything else (a coordinator out of reach) counts.
-		unhold()
+		rd.unhold()
 		return e.abortLocked(why, err, !isFenced(err))
 	}
-	committing := append(slices.Clip(commit), partial...)
+	committing := append(slices.Clip(rd.commit), rd.partial...)
 	offsets := e.rt.tasks.commitOffsets(committing)
 	committed, rebalanced, err := e.endTxnLocked(kgo.TryCommit, e.offsetsFn(committing))
 	if err != nil || !committed {
-		unhold()
+		rd.unhold()
 	}
 	if err != nil {
 		return e.resetLocked(why, fmt.Errorf("end the transaction: %w", err))
@@ -345,36 +253,175 @@ func (e *exactlyOnce) commitTxnLocked(ctx context.Context, why commitReason) err
 		}
 		return e.abortedLocked(why, errors.New("the commit was refused with an abortable error (the group generation changed, or the coordinator was busy)"), true)
 	}
-	e.txn.aborts = 0
-	e.retry = brokerRetry{}
-	// The transaction is committed: the changelogs hold every record of it. A failure to
-	// apply a store leaves it behind its changelog, which its next restore replays.
-	err = e.rt.jobs.forEachTask(commit, func(t *task) error {
-		if err := t.cl.Apply(prepared[t]); err != nil {
-			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
-		}
-		return nil
-	})
-	for _, t := range commit {
-		t.committed()
-		delete(e.txn.stuck, t.id)
-	}
-	for _, t := range partial {
-		t.committedEnded() // still busy: its Prepare and Apply come with a later commit
-	}
-	if err != nil {
-		unhold()
+	if err := e.apply(rd); err != nil {
+		rd.unhold()
 		return err
 	}
 	e.rt.purge(offsets)
-	e.rt.log.Debug("committed", "reason", why.String(), "tasks", len(commit), "busy_tasks", len(partial), "partitions", len(offsets), "duration", time.Since(start))
+	e.rt.log.Debug("committed", "reason", why.String(), "tasks", len(rd.commit), "busy_tasks", len(rd.partial), "partitions", len(offsets), "duration", time.Since(start))
 	if err := e.txn.sess.Begin(); err != nil {
-		unhold() // the reset stops the jobs, which may wait for the hold
+		rd.unhold() // the reset stops the jobs, which may wait for the hold
 		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
 	}
 	e.txn.begun = time.Now()
 	e.txn.handed = e.rt.kafka.producer.HandedOver()
 	return nil
+}
+
+// txnWork returns the tasks that worked in the open transaction, and whether a commit for why
+// takes them now. A periodic commit (why.deferrable) leaves work without input (plugins' init
+// writes, punctuations of idle tasks) to the next commit with offsets, unless the transaction
+// nears its timeout: a commit without offsets holds the session for 500ms (franz-go waits for
+// the markers when the offset commit does not show KIP-447). A commit before a restore, which
+// may outlast the transaction, takes it.
+func (e *exactlyOnce) txnWork(why commitReason) ([]*task, bool) {
+	var touched []*task
+	for _, t := range e.rt.tasks.active {
+		if t.uncommitted() {
+			touched = append(touched, t)
+		}
+	}
+	if len(touched) == 0 {
+		return nil, false
+	}
+	if why.deferrable() {
+		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
+		if !consumed && time.Since(e.txn.begun) < transactionTimeout(e.rt.cfg.CommitInterval)/2 {
+			return nil, false
+		}
+	}
+	return touched, true
+}
+
+// txnRound is what one commit of the open transaction takes: the tasks it prepared, which
+// apply their stores once it commits (commit); the busy tasks whose ended jobs it commits,
+// whose stores apply with a later commit (partial); and the hold on hand-overs (release).
+type txnRound struct {
+	prepared map[*task]changelog.Prepared
+	commit   []*task
+	partial  []*task
+	release  func()
+}
+
+// unhold lets hand-overs go on, once.
+func (rd *txnRound) unhold() {
+	if rd.release != nil {
+		rd.release()
+		rd.release = nil
+	}
+}
+
+// prepare prepares the touched tasks that may commit (changelog.Task.Prepare: their records
+// handed over and acknowledged), waits for the busy ones whose running job handed records of
+// its own over (waitInTxn), and holds the hand-overs once every task is settled. It returns
+// the round; or nil and nil when only busy tasks worked (nothing of theirs is in the
+// transaction yet), or nil and the result of aborting the transaction.
+//
+// Tasks that are not busy are prepared first: their records may take places in the producer
+// that a busy task waiting for room needs.
+func (e *exactlyOnce) prepare(ctx context.Context, why commitReason, touched []*task) (*txnRound, error) {
+	rd := &txnRound{prepared: make(map[*task]changelog.Prepared, len(touched))}
+	for rd.release == nil {
+		var ready, inTxn []*task
+		for _, t := range touched {
+			switch _, done := rd.prepared[t]; {
+			case done:
+			case !t.busy() && (t.failed || e.rt.jobs.settled(t)):
+				ready = append(ready, t)
+			case t.busy() && t.job.handedOver():
+				inTxn = append(inTxn, t)
+			}
+		}
+		if err := e.prepareTasks(ctx, rd, ready); err != nil {
+			return nil, e.abortLocked(why, err, true)
+		}
+		rd.commit = append(rd.commit, ready...)
+		if len(inTxn) > 0 {
+			if err := e.waitInTxn(inTxn); err != nil {
+				return nil, e.stuckInTxn(why, err)
+			}
+			continue
+		}
+		rd.release = e.rt.kafka.producer.HoldHandOvers()
+		rd.partial = rd.partial[:0]
+		for _, t := range touched {
+			if _, done := rd.prepared[t]; done {
+				continue
+			}
+			if t.busy() && t.job.handedOver() {
+				rd.unhold() // its job handed records over before the hold: wait for it
+				break
+			}
+			if t.busy() && !t.queuedUntilCommit() && t.last != nil {
+				rd.partial = append(rd.partial, t)
+			}
+		}
+	}
+	if len(rd.commit)+len(rd.partial) == 0 {
+		rd.unhold()
+		return nil, nil
+	}
+	return rd, nil
+}
+
+// prepareTasks prepares tasks in parallel, into rd.prepared. A task that failed in the
+// transaction fails the commit.
+func (e *exactlyOnce) prepareTasks(ctx context.Context, rd *txnRound, tasks []*task) error {
+	var mu sync.Mutex
+	return e.rt.jobs.forEachTask(tasks, func(t *task) error {
+		if t.failed || t.cl == nil {
+			if t.cl != nil && t.cl.Err() != nil {
+				return fmt.Errorf("runtime: task %s failed in this transaction: %w", t.id, t.cl.Err())
+			}
+			return fmt.Errorf("runtime: task %s failed in this transaction", t.id)
+		}
+		p, err := t.cl.Prepare(ctx)
+		if err != nil {
+			return fmt.Errorf("runtime: commit task %s: %w", t.id, err)
+		}
+		mu.Lock()
+		rd.prepared[t] = p
+		mu.Unlock()
+		return nil
+	})
+}
+
+// stuckInTxn handles the failure of waitInTxn: a plugin that failed stops the runtime (its
+// transaction aborts at the shutdown); a task stuck in the transaction aborts it, and gives up
+// after maxAbortsInARow of them for the same task: its revival meets the same record again,
+// and other commits do not end the run of aborts it causes.
+func (e *exactlyOnce) stuckInTxn(why commitReason, err error) error {
+	var stuck *stuckInTxnError
+	if !errors.As(err, &stuck) {
+		return err
+	}
+	if e.txn.stuck[stuck.task]++; e.txn.stuck[stuck.task] >= maxAbortsInARow {
+		return fmt.Errorf("runtime: %d transactions in a row aborted for task %s (%s): %w", e.txn.stuck[stuck.task], stuck.task, why, err)
+	}
+	return e.abortLocked(why, err, true)
+}
+
+// apply applies the stores and checkpoints of the round's prepared tasks, after the
+// transaction committed: the changelogs hold every record of it, so a failure to apply a store
+// leaves it behind its changelog, which its next restore replays. The round's tasks forget
+// what they committed.
+func (e *exactlyOnce) apply(rd *txnRound) error {
+	e.txn.aborts = 0
+	e.retry = brokerRetry{}
+	err := e.rt.jobs.forEachTask(rd.commit, func(t *task) error {
+		if err := t.cl.Apply(rd.prepared[t]); err != nil {
+			return fmt.Errorf("runtime: apply the commit of task %s: %w", t.id, err)
+		}
+		return nil
+	})
+	for _, t := range rd.commit {
+		t.committed()
+		delete(e.txn.stuck, t.id)
+	}
+	for _, t := range rd.partial {
+		t.committedEnded() // still busy: its Prepare and Apply come with a later commit
+	}
+	return err
 }
 
 // awaitPreviousTxn waits, for up to txnCompleteWait, until the transaction coordinator has
