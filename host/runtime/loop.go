@@ -386,18 +386,7 @@ func (r *Runtime) purge(committed map[string]map[int32]kgo.EpochOffset) {
 func (r *Runtime) restorePending(ctx context.Context) error {
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
-	r.drainInbox()
-	r.sb.sync(ctx)
-	r.sb.probeWarmups()
-	if time.Since(r.deploy.versionsAt) >= 500*time.Millisecond {
-		versions := r.deploy.processorsLocked()
-		r.deploy.versions.Store(&versions)
-		r.deploy.versionsAt = time.Now()
-	}
-	if time.Since(r.sb.cleanedAt) >= r.sb.cleanupEvery() {
-		r.sb.cleanupState()
-		r.sb.cleanedAt = time.Now()
-	}
+	r.takeGroupEvents(ctx)
 	if time.Now().Before(r.restoreRetryAt) {
 		return nil
 	}
@@ -412,49 +401,18 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		// inbox: a task created meanwhile takes over its open standby now.
 		r.sb.sync(ctx)
 	}
-	var pending []*task
-	for _, t := range r.tasks.active {
-		if t.state == stateAssigned {
-			pending = append(pending, t)
-		}
+	opened, err := r.openPending()
+	if err != nil || len(opened) == 0 {
+		return err
 	}
-	if len(pending) == 0 {
-		r.syncPauses()
-		return nil
-	}
-
-	opened := pending[:0]
-	for _, t := range pending {
-		if t.cl == nil {
-			if err := t.openStores(); err != nil {
-				if errors.Is(err, changelog.ErrInFlight) {
-					// This instance closed the task a moment ago and its last records are
-					// still in flight; a restore now would miss them. Retry in the next round.
-					if !t.waitLogged {
-						r.log.Info("task waits for the records of its previous run to land", "processor", t.id.proc, "partition", t.id.part)
-						t.waitLogged = true
-					}
-					r.restoreRetryAt = time.Now().Add(100 * time.Millisecond)
-					continue
-				}
-				return err
-			}
-		}
-		opened = append(opened, t)
-	}
-	if len(opened) == 0 {
-		return nil
-	}
-
-	// A revocation that is waiting for r.tasks.mu cancels nothing yet: restore nothing then, and
-	// let it run.
+	// A revocation that is waiting for the table's lock cancels nothing yet: restore nothing
+	// then, and let it run.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if !r.signals.restoring(cancel) {
 		return nil
 	}
 	defer r.signals.restoring(nil)
-
 	cls := make([]*changelog.Task, 0, len(opened))
 	for _, t := range opened {
 		cls = append(cls, t.cl)
@@ -481,6 +439,59 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	}
 	r.syncPauses()
 	return nil
+}
+
+// takeGroupEvents applies what the group handed over since the last round (drainInbox), makes
+// the standbys follow the assignment, probes the warmups, and at their intervals publishes the
+// module versions and deletes unused local state. The caller holds the table's lock.
+func (r *Runtime) takeGroupEvents(ctx context.Context) {
+	r.drainInbox()
+	r.sb.sync(ctx)
+	r.sb.probeWarmups()
+	if time.Since(r.deploy.versionsAt) >= 500*time.Millisecond {
+		versions := r.deploy.processorsLocked()
+		r.deploy.versions.Store(&versions)
+		r.deploy.versionsAt = time.Now()
+	}
+	if time.Since(r.sb.cleanedAt) >= r.sb.cleanupEvery() {
+		r.sb.cleanupState()
+		r.sb.cleanedAt = time.Now()
+	}
+}
+
+// openPending opens the stores of the tasks that wait to be restored and returns those that
+// opened. When none waits, it resumes the partitions whose tasks all run. A task that this
+// instance closed a moment ago, whose last records are still in flight, waits for the next
+// round (a restore now would miss them). The caller holds the table's lock.
+func (r *Runtime) openPending() ([]*task, error) {
+	var pending []*task
+	for _, t := range r.tasks.active {
+		if t.state == stateAssigned {
+			pending = append(pending, t)
+		}
+	}
+	if len(pending) == 0 {
+		r.syncPauses()
+		return nil, nil
+	}
+	opened := pending[:0]
+	for _, t := range pending {
+		if t.cl == nil {
+			if err := t.openStores(); err != nil {
+				if !errors.Is(err, changelog.ErrInFlight) {
+					return nil, err
+				}
+				if !t.waitLogged {
+					r.log.Info("task waits for the records of its previous run to land", "processor", t.id.proc, "partition", t.id.part)
+					t.waitLogged = true
+				}
+				r.restoreRetryAt = time.Now().Add(100 * time.Millisecond)
+				continue
+			}
+		}
+		opened = append(opened, t)
+	}
+	return opened, nil
 }
 
 // shutdown commits and closes every task, then leaves the group. cause is the error that
