@@ -132,36 +132,43 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	r.deploy.retired = append(r.deploy.retired, old)
 	r.tasks.mu.Unlock()
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
+	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, mod, prev)
+	return res, err
+}
 
-	// Wait for the loop to switch every running task, or to go back.
+// awaitSwitch waits, for up to switchWait, until the loop has switched every running task of
+// p to mod, and returns how many there are; or until p went back to prev, its previous module,
+// because a task could not start mod (ErrSwitchFailed), or the application stopped. The caller
+// holds no lock.
+func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Module, prev ModuleVersion) (int, error) {
+	name := p.cfg.Name
 	wctx, cancel := context.WithTimeout(ctx, switchWait)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r.tasks.mu.Lock()
-		n, left, serr := r.deploy.switchProgress(p, mod)
-		running := r.deploy.running
-		r.tasks.mu.Unlock()
+		dp.rt.tasks.mu.Lock()
+		n, left, serr := dp.switchProgress(p, mod)
+		running := dp.running
+		dp.rt.tasks.mu.Unlock()
 		switch {
 		case serr != nil:
-			return res, fmt.Errorf("%w: processor %s: %w; its tasks go back to %s", ErrSwitchFailed, name, serr, short(prev.Hash))
+			return 0, fmt.Errorf("%w: processor %s: %w; its tasks go back to %s", ErrSwitchFailed, name, serr, short(prev.Hash))
 		case !running:
-			return res, fmt.Errorf("%w: processor %s: the application stopped during the switch", ErrNotRunning, name)
+			return 0, fmt.Errorf("%w: processor %s: the application stopped during the switch", ErrNotRunning, name)
 		case left == 0:
-			r.tasks.mu.Lock()
+			dp.rt.tasks.mu.Lock()
 			if p.mod == mod {
 				p.prevMod = nil // every task runs mod: the previous module can close
-				r.deploy.closeRetired()
+				dp.closeRetired()
 			}
-			r.tasks.mu.Unlock()
-			res.Tasks = n
-			r.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
-			return res, nil
+			dp.rt.tasks.mu.Unlock()
+			dp.rt.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
+			return n, nil
 		}
 		select {
 		case <-wctx.Done():
-			return res, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.Cause(wctx))
+			return 0, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.Cause(wctx))
 		case <-tick.C:
 		}
 	}
