@@ -2,63 +2,149 @@
 // (processor x partition) on a Kafka consumer group, restores their stores, feeds their
 // plugins with batches of records, and commits them in the order of the state core.
 //
-// # The path of a record
+// # Parts
 //
-// One franz-go client in the consumer group named by the application id consumes the inputs
-// of every processor. A poll's records are grouped per task and each task's batch goes to its
-// plugin instance as a job on a worker (at most Options.Workers at once); the loop does not
-// wait for the jobs: it polls, starts more jobs and commits meanwhile, and a task that is still
-// busy holds its next records for its next job (dispatch.go). A slow or looping record holds
-// back only its own task. A record emitted to an output topic is partitioned by key with
-// murmur2, as the Java client does (KeyPartition), and produced through the task's
-// changelog.Task, so the next commit waits for it. The task queues what a plugin call writes
-// and emits and hands it to the producer client when the call returns (changelog.Task.Flush,
-// after every batch, punctuation and init; under exactly-once a task with a coalescing store
-// keeps it until its commit). An emit that finds the producer full waits for room (not
-// charged to the call's time limit) until the producer's wait limit.
+// A Runtime (runtime.go) is New's assembly of these parts and the loop that drives them (Run,
+// loop.go). Each part has a file of its own and says which lock guards what.
 //
-// # Commits
+//   - The task table (taskTable, tasks.go) holds the tasks of this instance: active ones,
+//     restoring or running, and the standby and warmup copies of other instances' tasks; the
+//     input partitions assigned here and those paused; and the lock (taskTable.mu) that
+//     guards all of it and the loop's side of every task. It makes the transitions of a
+//     task's life, each with what it shows in /v1/status (statusBoard, admin.go) and what it
+//     tells the group's balancer (localState, warm.go).
+//   - A task (task.go) is one processor on one partition: its stores and records through a
+//     changelog.Task, its plugin instance, and the input records it processed since its last
+//     commit.
+//   - The dispatcher (dispatch.go) runs the tasks' plugin calls as jobs on workers, holds the
+//     records that arrive for a busy task, and takes the ended jobs' results in.
+//   - The committer (commit.go) commits under the configured guarantee: atLeastOnce, or
+//     exactlyOnce (txn.go), which owns the transactional session. task.uncommitted is the one
+//     rule for what a commit must take; commitReason says why the loop commits;
+//     taskTable.offsetFor how far each input partition's committed offset may go.
+//   - The signals (signals.go) are what the group's callbacks and the jobs hand to the loop
+//     without waiting for the table's lock: group events, ended jobs, the fatal error, and
+//     the cancellation of a poll or a restore.
+//   - The rebalance callbacks (rebalance.go) and the group's balancer (balancer.go, assign.go,
+//     meta.go) place whole tasks on members, lag-aware, with standbys and warmups.
+//   - The standbys (standby.go) follow their changelogs without a plugin, and hand their
+//     open stores to their task when it becomes active here.
+//   - The deploys (deploy.go, watch.go) switch a processor's tasks to a new module at commit
+//     boundaries.
+//   - The queries (iq.go), the admin endpoint (admin.go) and the metrics (metrics.go) read
+//     the application while it runs.
+//   - The topic setup (topics.go, limits.go) checks and creates topics in New and learns the
+//     size limits of what the tasks produce; the clients (runtime.go) are the Kafka clients.
+//   - The poison guards (poison.go) undo a poison record's effects for on_error = "skip" and
+//     "dead_letter".
 //
-// Every commit_interval, when a task's uncommitted writes grow past their bound, on revocation
-// and on shutdown, every task that processed records since its last commit and is not busy
-// commits (changelog.Task.Commit: its changelog and output records acknowledged, then its
-// write batch and checkpoint applied atomically), and only then are the input offsets
-// committed to the group: each partition up to the first record that one of the tasks reading
-// it has not committed. Records of repartition topics below the committed offsets are then
-// deleted (purged).
+// Locks are taken in this order: deploys.mu (one Deploy at a time), then taskTable.mu, then
+// the leaf locks (signals.mu, statusBoard.mu, localState.mu), which are never held while
+// waiting for anything. A job never takes taskTable.mu: while it runs only its goroutine
+// touches its task's instance and stores (dispatch.go).
 //
-// Under exactly-once the group consumer is also the transactional producer, and a commit is
-// one Kafka transaction: the tasks' records are handed over and acknowledged
-// (changelog.Task.Prepare), the transaction commits with the input offsets, then the tasks
-// apply their stores (changelog.Task.Apply). A busy task's ended jobs commit with it, and its
-// store applies with a later commit. An aborted transaction revives its tasks. See txn.go and
-// the decision note 20261201_task_jobs.md.
+// # A round of the loop
 //
-// # Rebalances
+// Each round of Run, under the table's lock unless said otherwise:
+//
+//  1. It takes the group's events (assignments become tasks waiting for restore; under
+//     exactly-once, revocations and losses close tasks), makes the standbys follow the
+//     assignment, and restores the tasks that wait (below).
+//  2. Without the lock, it polls the group consumer for at most the time to the next commit,
+//     punctuation or standby work; an assignment or an ended job wakes it early.
+//  3. It takes in the ended jobs and hands each task its records: a task that is not busy
+//     starts a job with all it holds; a busy one holds them for its next job. A slow job holds
+//     back only its own task.
+//  4. When a commit is due (commitDue: a waiting rebalance, commit_interval, a task's writes
+//     past their bound, a busy task left out of the last commit that has ended its job), it
+//     commits, then switches the tasks whose processor has a new module.
+//  5. It starts the due punctuations, and lets a waiting rebalance run (under exactly-once
+//     only when no task worked since the last commit).
+//
+// A record a plugin emits to an output topic is partitioned by key with murmur2, as the Java
+// client does (KeyPartition), and produced through its task's changelog.Task, so the next
+// commit waits for it. The task queues what a plugin call writes and emits and hands it to the
+// producer client when the call returns (after every batch, punctuation and init; under
+// exactly-once a task with a coalescing store, or one that shares an input partition, keeps it
+// until its commit: task.flush). An emit that finds the producer full waits for room, not
+// charged to the call's time limit, until the producer's wait limit.
+//
+// # The order of a commit
+//
+// A commit first waits for the jobs that started less than about a commit interval ago
+// (settleJobs), so that it leaves out only tasks that are really slow; those commit as soon as
+// their job ends (owed). Under at-least-once (commit.go), for each task with uncommitted work
+// that is not busy, in parallel:
+//
+//  1. the writes its coalescing stores hold go down to the changelog;
+//  2. every changelog and output record it produced is acknowledged by the broker;
+//  3. its write batch and its checkpoints apply in one atomic Pebble batch, and the
+//     .checkpoint file is exported (changelog.Task.Commit);
+//
+// then the input offsets of the tasks that committed go to the group, each partition up to
+// the first record that one of the tasks reading it has not committed (offsetFor), and the
+// repartition records below them are purged in the background. A crash between the store and
+// the offsets processes the records again: at least once.
+//
+// Under exactly-once (txn.go) the group consumer is the transactional producer and a commit
+// is one Kafka transaction: each task's records are handed over and acknowledged (Prepare,
+// steps 1-2), the transaction commits with the input offsets, and only then do the stores
+// apply (Apply, step 3). A busy task's ended jobs commit with it and its store applies with a
+// later commit. An aborted transaction revives the tasks that worked in it: they close
+// without a commit and restore their last commit again. See the decision note
+// 20261201_task_jobs.md.
+//
+// # The order of a restore
+//
+// An assigned partition stays paused until every task that reads it runs. For the tasks that
+// wait (restorePending):
+//
+//  1. under exactly-once the open transaction commits first: a restore may outlast its
+//     timeout;
+//  2. each task opens its stores (or takes over its standby's open stores, memory stores
+//     included), unless its previous run's records are still in flight here;
+//  3. the restorer replays each logged store's changelog from the record after its
+//     checkpoint to the end offset it listed, read_committed; each applied batch moves the
+//     checkpoint with it, so a revocation or a loss can cancel the restore at any point and
+//     the next owner, or the next round, resumes from there;
+//  4. each task starts its plugin (its statehost_init sees the restored stores) and runs;
+//     its partitions resume once all their tasks run.
+//
+// # The order of a rebalance
 //
 // The group uses cooperative rebalancing and blocks rebalances while a poll's records are
-// processed (kgo.BlockRebalanceOnPoll), so a revocation always sees committed or committable
-// tasks. An assigned partition is paused until every task that reads it has opened its stores
-// and restored them from their changelogs; a revoked task commits and closes; a lost task
-// closes without committing (the next owner restores what it had logged).
+// being processed (kgo.BlockRebalanceOnPoll): a revocation meets only committed or
+// committable tasks. The leader's balancer (balancer.go, assign.go) assigns whole tasks:
+// active tasks go to members whose state is caught up (warm.go, meta.go), each member's sync
+// assignment also names its standbys and warmups, and a member whose warmups caught up asks
+// for the next rebalance. Then, on each member:
 //
-// The group's balancer (balancer.go, assign.go) assigns whole tasks, lag-aware: members report
-// the state they hold (warm.go, meta.go), active tasks go to caught-up members, and each
-// member's sync assignment also names its standby tasks and warmups, whose stores follow their
-// changelogs without a plugin (standby.go). A standby whose task becomes active here hands its
-// open stores to it. State of tasks a member no longer holds is deleted after
-// state_cleanup_delay.
+//  1. assigned partitions are paused and posted to the loop, which creates their tasks
+//     (restoring) in its next round; the callback never waits for the table's lock, which a
+//     restore holds;
+//  2. revoked partitions, under at-least-once, stop a restore in progress, then the callback
+//     takes the table's lock, commits the tasks that read them (reasonRevocation) and closes
+//     them; under exactly-once the callback only posts the revocation, the open transaction
+//     aborts, and the loop closes them at its next safe point;
+//  3. lost partitions (a session timeout, a fencing) close their tasks without a commit: the
+//     next owner restores what they logged.
+//
+// State of tasks this instance no longer holds is deleted after state_cleanup_delay.
 //
 // # Failures
 //
 // A plugin error or a failed commit stops the application: the jobs still running are
 // stopped, the other tasks commit and close (under exactly-once the transaction aborts
 // instead), the failed task closes without committing its last batch, and Run returns the
-// error, which names the processor, the partition and the offset. Nothing is lost: the failed task's input
-// is processed again from its last committed offset by the next run.
+// error, which names the processor, the partition and the offset. Nothing is lost: the failed
+// task's input is processed again from its last committed offset by the next run.
 //
 // A processor's on_error setting changes what a poison record does (the plugin fails on
 // that record: an error, a trap, its time or memory limit): "skip" drops it and
 // "dead_letter" sends it to <application_id>-<processor>-dlq, in both cases with its writes
 // undone and its emits dropped, and the task goes on (poison.go).
+//
+// Broker outages: franz-go retries produces and fetches for as long as it takes; the calls
+// the runtime cannot go on without (a restore's listings and fetches, a new transactional
+// session) are retried with brokerRetry for up to brokerRetryLimit (runtime.go).
 package runtime
