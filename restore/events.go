@@ -118,20 +118,20 @@ func (e *OutOfRangeError) Error() string {
 
 func (e *OutOfRangeError) Unwrap() error { return e.Err }
 
-// LogListener logs restore events with hclog: start and end at info, batches at trace.
-type LogListener struct{ Logger hclog.Logger }
+// logListener logs restore events with hclog: start and end at info, batches at trace.
+type logListener struct{ Logger hclog.Logger }
 
-func (l LogListener) OnRestoreStart(e StartEvent) {
+func (l logListener) OnRestoreStart(e StartEvent) {
 	l.Logger.Info("restore started", "processor", e.Processor, "store", e.Store, "partition", e.Partition,
 		"offset", e.StartOffset, "end_offset", e.EndOffset, "topic", e.Topic)
 }
 
-func (l LogListener) OnBatchRestored(e BatchEvent) {
+func (l logListener) OnBatchRestored(e BatchEvent) {
 	l.Logger.Trace("restore batch", "processor", e.Processor, "store", e.Store, "partition", e.Partition,
 		"offset", e.Offset, "records", e.Records)
 }
 
-func (l LogListener) OnRestoreEnd(e EndEvent) {
+func (l logListener) OnRestoreEnd(e EndEvent) {
 	l.Logger.Info("restore done", "processor", e.Processor, "store", e.Store, "partition", e.Partition,
 		"records", e.Records, "duration", e.Duration)
 }

@@ -87,7 +87,7 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 		s.ProbeInterval = DefaultProbeInterval
 	}
 	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore")}
-	r.lis = multiListener{LogListener{r.log}}
+	r.lis = multiListener{logListener{r.log}}
 	if s.Listener != nil {
 		r.lis = append(r.lis, s.Listener)
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/statehost/statehost/config"
 )
 
-// RepartitionTopicConfigs are the configs of a created repartition topic: records are
+// repartitionTopicConfigs are the configs of a created repartition topic: records are
 // deleted, never compacted, and kept until the runtime purges them below its committed
 // offsets (as Kafka Streams creates its repartition topics).
-var RepartitionTopicConfigs = map[string]string{
+var repartitionTopicConfigs = map[string]string{
 	"cleanup.policy": "delete",
 	"retention.ms":   "-1",
 }
@@ -221,7 +221,7 @@ func (ts topicSetup) planTopics(parts, planned map[string]int32, known map[*proc
 	}
 	for _, rp := range ts.rt.cfg.Repartitions {
 		if _, ok := parts[rp.Topic]; !ok {
-			creates = append(creates, topicCreate{name: rp.Topic, partitions: rp.Partitions, configs: RepartitionTopicConfigs, what: "repartition topic", rng: rp.DeclRange})
+			creates = append(creates, topicCreate{name: rp.Topic, partitions: rp.Partitions, configs: repartitionTopicConfigs, what: "repartition topic", rng: rp.DeclRange})
 		}
 	}
 	out := func(p *processor, topic, what string, rng hcl.Range) {

@@ -38,10 +38,10 @@ type Options struct {
 	SyncWrites bool
 }
 
-// GroupMinSessionTimeout is the smallest session timeout the broker lets a consumer group
+// groupMinSessionTimeout is the smallest session timeout the broker lets a consumer group
 // member ask for (Kafka's group.min.session.timeout.ms, 6 s by default there). It is low so
 // that tests and local runs may detect a dead member, and rebalance, within a second.
-const GroupMinSessionTimeout = 100 * time.Millisecond
+const groupMinSessionTimeout = 100 * time.Millisecond
 
 // Broker is a running broker. Its methods are safe for concurrent use.
 type Broker struct {
@@ -107,10 +107,10 @@ func Start(o Options) (*Broker, error) {
 		kfake.ListenFn(listenFn),
 		kfake.DataDir(o.DataDir),
 		kfake.WithLogger(logs),
-		// As a broker config rather than kfake.GroupMinSessionTimeout: DescribeConfigs then
+		// As a broker config rather than kfake.groupMinSessionTimeout: DescribeConfigs then
 		// tells it (the option leaves the answer at Kafka's 6000), and run checks the
 		// session timeout against it.
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": strconv.FormatInt(GroupMinSessionTimeout.Milliseconds(), 10)}),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": strconv.FormatInt(groupMinSessionTimeout.Milliseconds(), 10)}),
 	}
 	if o.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())

@@ -4,11 +4,11 @@
 // fits alone always goes: the producer starts a new batch for it.
 package recordbatch
 
-// Overhead is the size of a record batch without its records: base offset (8), batch length
+// overhead is the size of a record batch without its records: base offset (8), batch length
 // (4), partition leader epoch (4), magic (1), CRC (4), attributes (2), last offset delta (4),
 // base and max timestamps (8 + 8), producer id (8) and epoch (2), base sequence (4) and the
 // record count (4).
-const Overhead = 61
+const overhead = 61
 
 // Header returns the encoded size of a record header whose key and value have these
 // lengths (0 for a null value).
@@ -27,7 +27,7 @@ func Size(keyLen, valueLen, headerCount, headerBytes int) int {
 	body := 1 + 1 + 1 + // attributes, timestamp delta, offset delta
 		varintLen(keyLen) + keyLen + varintLen(valueLen) + valueLen +
 		varintLen(headerCount) + headerBytes
-	return Overhead + varintLen(body) + body
+	return overhead + varintLen(body) + body
 }
 
 // varintLen is the size of n as a zig-zag varint, Kafka's encoding of lengths in records.
