@@ -252,7 +252,7 @@ func TestLoggingDisabled(t *testing.T) {
 // TestCoalescing checks that with coalescing on only the last value of each key within a commit reaches the changelog, and with it off every write does.
 func TestCoalescing(t *testing.T) {
 	e := newEnv(t, 3)
-	task := e.open(t, 0, StoreSpec{Name: "cached", Coalesce: true}, StoreSpec{Name: "direct"})
+	task := e.open(t, 0, StoreSpec{Name: "cached", Options: store.Options{Coalesce: true}}, StoreSpec{Name: "direct"})
 	for _, name := range []string{"cached", "direct"} {
 		s := task.Store(name)
 		for i := range 10 {
@@ -432,9 +432,9 @@ func TestWindowTopicConfigs(t *testing.T) {
 	}
 	specs := func(retention int64) []TopicSpec {
 		return TopicSpecs([]StoreSpec{
-			{Name: "win", Kind: store.Window, Window: store.WindowSpec{Size: 60_000, Grace: 5_000, Retention: retention}, AdditionalRetention: time.Hour,
-				TopicConfigs: map[string]string{"segment.ms": "600000"}},
-			{Name: "sess", Kind: store.Session, Window: store.WindowSpec{Gap: 30_000}, TopicConfigs: map[string]string{"retention.ms": "-1"}},
+			{Name: "win", Options: store.Options{Kind: store.Window, Window: store.WindowSpec{Size: 60_000, Grace: 5_000, Retention: retention}},
+				AdditionalRetention: time.Hour, TopicConfigs: map[string]string{"segment.ms": "600000"}},
+			{Name: "sess", TopicConfigs: map[string]string{"retention.ms": "-1"}, Options: store.Options{Kind: store.Session, Window: store.WindowSpec{Gap: 30_000}}},
 		})
 	}
 	if err := tm.Ensure(ctx, 2, specs(120_000)); err != nil {

@@ -20,20 +20,14 @@ import (
 type StoreSpec struct {
 	// Name of the store; its changelog topic is TopicName(appID, Name).
 	Name string
-	// Backend keeps the data in Pebble (default) or on the heap.
-	Backend store.Backend
+	// Options describe the store itself: its backend, kind, window, coalescing and metrics.
+	// OpenTask sets their Changelog (the logging layer) unless LoggingDisabled. Coalesce is for
+	// key-value stores only: OpenTask fails for a window or session store that asks for it.
+	store.Options
 	// LoggingDisabled turns the changelog off: no topic, no writes, nothing to restore. Default false (logged). A store without a changelog is not fault-tolerant: it loses its state with its disk (a memory store with every restart).
 	LoggingDisabled bool
 	// TopicConfigs are the store's changelog topic configs (they win over app-wide configs and cleanup.policy=compact). Default none.
 	TopicConfigs map[string]string
-	// Coalesce sends only the last value of each key within a commit to the changelog (Kafka Streams' record cache). Default false: every write is mirrored. Key-value stores only: OpenTask fails for a window or session store that asks for it.
-	Coalesce bool
-	// Metrics observes the store's operations. Default nil: no metered layer.
-	Metrics store.Metrics
-	// Kind is the store's type. Default store.KeyValue.
-	Kind store.Kind
-	// Window configures a window or session store (times in ms).
-	Window store.WindowSpec
 	// AdditionalRetention is added to a window or session store's retention for its
 	// changelog topic's retention.ms (Kafka Streams' windowstore.changelog.additional.retention.ms).
 	// Default 0.
@@ -147,7 +141,7 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 		log: cfg.Logger.Named("changelog").With("processor", cfg.Processor, "partition", cfg.Partition),
 	}
 	for _, s := range cfg.Stores {
-		o := store.Options{Backend: s.Backend, Coalesce: s.Coalesce, Metrics: s.Metrics, Kind: s.Kind, Window: s.Window}
+		o := s.Options
 		topic := TopicName(cfg.AppID, s.Name)
 		var sl *storeLog
 		if !s.LoggingDisabled {

@@ -48,7 +48,7 @@ func TestColdRestore(t *testing.T) {
 	for _, b := range []store.Backend{store.Pebble, store.Memory} {
 		t.Run(b.String(), func(t *testing.T) {
 			e := newEnv(t)
-			spec := changelog.StoreSpec{Name: "kv", Backend: b}
+			spec := changelog.StoreSpec{Name: "kv", Options: store.Options{Backend: b}}
 			task := e.task(t, 1, spec)
 			want := writeState(t, task, "kv")
 			if len(want) < 50 {
@@ -320,7 +320,7 @@ func TestRecreatedChangelog(t *testing.T) {
 // promoted in place) resumes from what it applied: nothing to do, the state intact.
 func TestMemoryStoreRestoresFully(t *testing.T) {
 	e := newEnv(t)
-	spec := changelog.StoreSpec{Name: "mem", Backend: store.Memory}
+	spec := changelog.StoreSpec{Name: "mem", Options: store.Options{Backend: store.Memory}}
 	task := e.task(t, 0, spec)
 	want := writeState(t, task, "mem")
 	_ = task.Close(ctx)

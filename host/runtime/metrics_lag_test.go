@@ -33,7 +33,7 @@ func TestMetricRemainingRecordsIsTheLag(t *testing.T) {
 			board.markers = tc.exactlyOnce
 			m := newMetrics(board)
 			local := newLocalState([]*processor{{cfg: &config.Processor{Name: id.proc},
-				stores: []changelog.StoreSpec{{Name: "counts", Backend: store.Pebble}}}})
+				stores: []changelog.StoreSpec{{Name: "counts", Options: store.Options{Backend: store.Pebble}}}}})
 			local.markers = tc.exactlyOnce
 			for _, l := range []restore.Listener{board, restoreListener{m: m, follow: true}, local} {
 				l.OnRestoreStart(restore.StartEvent{Processor: id.proc, Store: "counts", Partition: id.part, StartOffset: 0, EndOffset: 10})

@@ -355,10 +355,9 @@ func (r *Runtime) compile(ctx context.Context) error {
 func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 	spec := changelog.StoreSpec{
 		Name:            sc.Name,
-		Backend:         backend,
+		Options:         store.Options{Backend: backend, Coalesce: sc.Coalesce},
 		LoggingDisabled: !sc.Logging,
 		TopicConfigs:    sc.TopicConfigs,
-		Coalesce:        sc.Coalesce,
 	}
 	switch sc.Type {
 	case config.StoreWindow:
