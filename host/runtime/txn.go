@@ -73,10 +73,10 @@ type txnState struct {
 
 	rebalanced atomic.Bool    // a revocation or loss since the last End: the session aborts the next End
 	blocked    atomic.Bool    // a rebalance waits for the loop to allow it
-	begun      time.Time      // when the open transaction began (guarded by Runtime.mu)
-	handed     int64          // the producer's HandedOver when it began (guarded by Runtime.mu)
-	aborts     int            // transactions aborted on an error in a row (guarded by Runtime.mu)
-	stuck      map[taskID]int // transactions aborted in a row for a task's job (waitInTxn), until it commits (guarded by Runtime.mu)
+	begun      time.Time      // when the open transaction began (guarded by the table's lock)
+	handed     int64          // the producer's HandedOver when it began (guarded by the table's lock)
+	aborts     int            // transactions aborted on an error in a row (guarded by the table's lock)
+	stuck      map[taskID]int // transactions aborted in a row for a task's job (waitInTxn), until it commits (guarded by the table's lock)
 }
 
 // exactlyOnce is the committer under exactly-once: every commit is a transaction of the
