@@ -143,12 +143,51 @@ type unit struct {
 // Balance assigns the units of topics to the members: active units as partitions, standbys
 // and warmups in each member's assignment user data.
 func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
-	groupOf := func(t string) string {
-		if g, ok := b.group[t]; ok {
-			return g
+	groups, units := balanceUnits(topics, b.groupOf)
+	members := b.balanceMembers(cb, b.groupOf)
+	lag := b.lags(units, topics, b.groupOf, func(yield func(memberState) bool) {
+		for _, mb := range members {
+			if !yield(mb.state) {
+				return
+			}
 		}
-		return t // a topic only another member's configuration knows: a group of its own
+	})
+	a := assignUnits(units, assignMembers(members, groups, lag), lag.stateful, b.params)
+
+	plan := cb.NewPlan()
+	for _, u := range units {
+		if i, ok := a.active[u]; ok {
+			for _, t := range members[i].topicsOf(u, groups, topics) {
+				plan.AddPartition(members[i].m, t, u.part)
+			}
+		}
 	}
+	plan.AdjustCooperative(cb)
+
+	// Each member's standbys and warmups. A unit that moves is first revoked from its owner
+	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
+	// new owner follows its changelog as a standby, so that it starts warm.
+	final := plan.AsMemberIDMap()
+	hosts := unitHosts(members, final, groups, b.groupOf)
+	extra := standbyAssignments(members, units, a, lag, final, hosts, groups, topics)
+	b.log.Debug("balanced", "members", len(members), "units", len(units), "warmups", len(a.warmup), "plan", plan.String())
+	return syncPlan{plan: plan, extra: extra}
+}
+
+// groupOf returns the co-partition group of topic t.
+func (b *taskBalancer) groupOf(t string) string {
+	if g, ok := b.group[t]; ok {
+		return g
+	}
+	return t // a topic only another member's configuration knows: a group of its own
+}
+
+// balanceUnits groups topics (topic -> partition count) by co-partition group, with groupOf,
+// and returns each group's topics, sorted, and the units, sorted by group then partition. A
+// group has as many units as its topic with the most partitions, so that every partition of
+// every topic belongs to a unit even when the group's topics disagree (topicsOf leaves out
+// the partitions a topic lacks).
+func balanceUnits(topics map[string]int32, groupOf func(string) string) (map[string][]string, []unit) {
 	groups := make(map[string][]string)
 	for t := range topics {
 		groups[groupOf(t)] = append(groups[groupOf(t)], t)
@@ -165,20 +204,29 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		}
 	}
 	slices.SortFunc(units, func(a, b unit) int { return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.part, b.part)) })
+	return groups, units
+}
 
-	// The members, their interests, their state, and the units they own now (the highest
-	// generation's claim wins a unit claimed twice).
-	type member struct {
-		m         *kmsg.JoinGroupResponseMember
-		interests map[string]bool
-		state     memberState
-		owned     map[unit]bool
-	}
-	var members []*member
-	owner := make(map[unit]*member)
+// balanceMember is a member of the group as Balance sees it: its join metadata, its
+// interests, its state, and the units it owns now.
+type balanceMember struct {
+	m         *kmsg.JoinGroupResponseMember
+	interests map[string]bool
+	state     memberState
+	owned     map[unit]bool
+}
+
+// balanceMembers reads the members' join metadata: their interests, their state (a member
+// whose state cannot be read counts as stateless, which is logged), and the units they own
+// now. A unit that two members claim (a member that missed a rebalance still claims what it
+// had) goes to the claim of the highest generation, then to the lowest member id, so that it
+// has one previous owner.
+func (b *taskBalancer) balanceMembers(cb *kgo.ConsumerBalancer, groupOf func(string) string) []*balanceMember {
+	var members []*balanceMember
+	owner := make(map[unit]*balanceMember)
 	ownerGen := make(map[unit]int32)
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		mb := &member{m: m, interests: make(map[string]bool, len(meta.Topics)), owned: map[unit]bool{}}
+		mb := &balanceMember{m: m, interests: make(map[string]bool, len(meta.Topics)), owned: map[unit]bool{}}
 		for _, t := range meta.Topics {
 			mb.interests[t] = true
 		}
@@ -199,14 +247,26 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	for u, mb := range owner {
 		mb.owned[u] = true
 	}
+	return members
+}
 
-	lag := b.lags(units, topics, groupOf, func(yield func(memberState) bool) {
-		for _, mb := range members {
-			if !yield(mb.state) {
-				return
-			}
+// topicsOf returns the topics of u's group (groups: group -> its topics) that mb reads and
+// that have partition u.part (topics: topic -> partition count): the partitions that mb gets
+// for u.
+func (mb *balanceMember) topicsOf(u unit, groups map[string][]string, topics map[string]int32) []string {
+	var ts []string
+	for _, t := range groups[u.group] {
+		if u.part < topics[t] && mb.interests[t] {
+			ts = append(ts, t)
 		}
-	})
+	}
+	return ts
+}
+
+// assignMembers returns what assignUnits knows of members, in the same order: a member is
+// eligible for a unit when it reads one of the unit's topics (groups: group -> its topics),
+// and its lag on a unit is lag's judgement of its reported state.
+func assignMembers(members []*balanceMember, groups map[string][]string, lag unitLags) []*assignMember {
 	ams := make([]*assignMember, len(members))
 	for i, mb := range members {
 		ams[i] = &assignMember{
@@ -223,33 +283,14 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			lag: func(u unit) int64 { return lag.of(mb.state, u) },
 		}
 	}
-	a := assignUnits(units, ams, lag.stateful, b.params)
+	return ams
+}
 
-	plan := cb.NewPlan()
-	add := func(mb *member, u unit, into map[string][]int32) {
-		for _, t := range groups[u.group] {
-			if u.part < topics[t] && mb.interests[t] {
-				if into == nil {
-					plan.AddPartition(mb.m, t, u.part)
-				} else {
-					into[t] = append(into[t], u.part)
-				}
-			}
-		}
-	}
-	for _, u := range units {
-		if i, ok := a.active[u]; ok {
-			add(members[i], u, nil)
-		}
-	}
-	plan.AdjustCooperative(cb)
-
-	// Each member's standbys and warmups. A unit that moves is first revoked from its owner
-	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
-	// new owner follows its changelog as a standby, so that it starts warm.
-	final := plan.AsMemberIDMap()
-	// Who runs what, for interactive queries: the partitions of each group's first topic
-	// stand for its units (the map goes to every member: keep it small).
+// unitHosts returns who runs what, for interactive queries: admin address -> the partitions
+// of final (member id -> topic -> partitions) of each group's first topic, which stand for
+// its units (the map goes to every member: keep it small). A member without an admin address
+// answers no queries and is left out.
+func unitHosts(members []*balanceMember, final map[string]map[string][]int32, groups map[string][]string, groupOf func(string) string) map[string]map[string][]int32 {
 	hosts := map[string]map[string][]int32{}
 	for _, mb := range members {
 		if mb.state.admin == "" {
@@ -262,6 +303,20 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			}
 		}
 		hosts[mb.state.admin] = tps
+	}
+	return hosts
+}
+
+// standbyAssignments returns each member's standby assignment, by member id: its standbys
+// and warmups of a, as partitions of the topics it reads, plus, as standbys, the stateful
+// units a gives it that the final plan does not yet (AdjustCooperative holds them back
+// while their owner revokes them), so that it follows their changelogs meanwhile. Each one
+// carries hosts, who runs what.
+func standbyAssignments(members []*balanceMember, units []unit, a assignment, lag unitLags, final, hosts map[string]map[string][]int32, groups map[string][]string, topics map[string]int32) map[string]standbyAssignment {
+	add := func(mb *balanceMember, u unit, into map[string][]int32) {
+		for _, t := range mb.topicsOf(u, groups, topics) {
+			into[t] = append(into[t], u.part)
+		}
 	}
 	extra := make(map[string]standbyAssignment, len(members))
 	for i, mb := range members {
@@ -279,8 +334,7 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		}
 		extra[mb.m.MemberID] = sa
 	}
-	b.log.Debug("balanced", "members", len(members), "units", len(units), "warmups", len(a.warmup), "plan", plan.String())
-	return syncPlan{plan: plan, extra: extra}
+	return extra
 }
 
 // holds reports whether assigned has partition part of one of topics.
