@@ -59,7 +59,22 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 	if len(members) == 0 {
 		return a
 	}
-	owner := make(map[unit]int, len(units))
+	owner := previousOwners(members)
+	desired := placeDesired(units, members, owner, stateful)
+	standbyOf := placeActives(units, members, owner, desired, stateful, p.acceptableLag, a)
+	placeStandbys(units, members, a.active, standbyOf, stateful, p.standbys)
+	for _, u := range units {
+		for _, i := range standbyOf[u] {
+			a.standby[i] = append(a.standby[i], u)
+		}
+	}
+	return a
+}
+
+// previousOwners returns the member (an index into members) that owned each unit before this
+// rebalance; a unit two members claim goes to the first of them.
+func previousOwners(members []*assignMember) map[unit]int {
+	owner := make(map[unit]int)
 	for i, m := range members {
 		for u := range m.owned {
 			if _, dup := owner[u]; !dup {
@@ -67,8 +82,13 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 			}
 		}
 	}
-	// Stateful units are spread evenly on their own (the state and the restores spread with
-	// them), then stateless ones even out the total.
+	return owner
+}
+
+// placeDesired returns the desired owner of each unit (step 1 above): the balanced, sticky
+// placement, blind to lag. Stateful units are spread evenly on their own (the state and the
+// restores spread with them), then stateless ones even out the total.
+func placeDesired(units []unit, members []*assignMember, owner map[unit]int, stateful func(unit) bool) map[unit]int {
 	var statefulUnits, stateless []unit
 	for _, u := range units {
 		if stateful(u) {
@@ -85,11 +105,20 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 	// Members that read different topics (configurations in a rollout) can leave the
 	// stateless pass uneven: even out over every unit then.
 	evenOut(units, members, desired, placed)
+	return desired
+}
 
+// placeActives picks the active member of each unit that has a desired owner (step 2 above),
+// into a.active: the desired owner when its lag is at most acceptableLag; else the unit stays
+// with its previous owner, or goes to the most caught-up member when that one is caught up
+// or at least closer than the desired owner. A stateful unit that does not go to its desired
+// owner starts a warmup there, into a.warmup, up to maxWarmups in all. It returns the warmups
+// as the first standbys of their units (member indexes per unit).
+func placeActives(units []unit, members []*assignMember, owner, desired map[unit]int, stateful func(unit) bool, acceptableLag int64, a assignment) map[unit][]int {
 	load := make([]int, len(members))
 	warmups := 0
 	standbyOf := map[unit][]int{}
-	caughtUp := func(i int, u unit) bool { return members[i].lag(u) <= p.acceptableLag }
+	caughtUp := func(i int, u unit) bool { return members[i].lag(u) <= acceptableLag }
 	for _, u := range units {
 		d, ok := desired[u]
 		if !ok {
@@ -115,9 +144,16 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 		a.active[u] = pick
 		load[pick]++
 	}
+	return standbyOf
+}
 
-	// Standbys: p.standbys copies of each stateful unit on members other than its active one
-	// (a warmup counts as one), preferring the members that hold most of its state.
+// placeStandbys tops up standbyOf (member indexes per unit, the warmups already in it: a
+// warmup counts as a standby) to standbys copies of each stateful unit of active (step 3
+// above), on eligible members other than its active one: the member that holds most of its
+// state (the least lag) first, so that a failover restores little, then the one with the
+// fewest standbys, so that the copies spread. A unit gets fewer copies when there are not
+// enough other members.
+func placeStandbys(units []unit, members []*assignMember, active map[unit]int, standbyOf map[unit][]int, stateful func(unit) bool, standbys int) {
 	standbyLoad := make([]int, len(members))
 	for _, ms := range standbyOf {
 		for _, i := range ms {
@@ -125,11 +161,11 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 		}
 	}
 	for _, u := range units {
-		act, ok := a.active[u]
+		act, ok := active[u]
 		if !ok || !stateful(u) {
 			continue
 		}
-		for len(standbyOf[u]) < p.standbys {
+		for len(standbyOf[u]) < standbys {
 			best := -1
 			for i, m := range members {
 				if i == act || slices.Contains(standbyOf[u], i) || !m.eligible(u) {
@@ -146,12 +182,6 @@ func assignUnits(units []unit, members []*assignMember, stateful func(unit) bool
 			standbyLoad[best]++
 		}
 	}
-	for _, u := range units {
-		for _, i := range standbyOf[u] {
-			a.standby[i] = append(a.standby[i], u)
-		}
-	}
-	return a
 }
 
 // mostCaughtUp returns the eligible member with the least lag on u, the least loaded among
