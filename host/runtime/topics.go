@@ -60,7 +60,39 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 			Detail: fmt.Sprintf(detail, args...), Subject: &rng})
 	}
 
-	// The partition count of every topic once the declared ones exist.
+	planned := ts.checkDeclared(parts, diag)
+	known := ts.checkInputs(planned, diag)
+	ts.checkChangelogs(parts, known, diag)
+	diags = append(diags, ts.checkSessionTimeout(ctx)...)
+
+	creates := ts.planTopics(parts, planned, known, tm)
+	refused := func(c topicCreate, err error) {
+		diag(c.rng, "Topic not created", "The broker refused to create %s %q: %v.", c.what, c.name, err)
+	}
+	if err := ts.validateTopics(ctx, creates, refused); err != nil {
+		return err
+	}
+	if diags.HasErrors() {
+		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
+	}
+
+	if err := ts.createTopics(ctx, creates, tm, refused, diag); err != nil {
+		return err
+	}
+	if diags.HasErrors() {
+		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
+	}
+	return nil
+}
+
+// diagFunc records an error diagnostic that points at rng, its detail formatted from args.
+type diagFunc func(rng hcl.Range, summary, detail string, args ...any)
+
+// checkDeclared checks the partition counts of the topic and repartition blocks against the
+// topics that exist (parts: topic -> partition count), with diag for each mismatch, since
+// statehost never changes the partitions of an existing topic. It returns the partition count
+// of every topic once the declared ones exist: parts and the declared topics that do not.
+func (ts topicSetup) checkDeclared(parts map[string]int32, diag diagFunc) map[string]int32 {
 	planned := maps.Clone(parts)
 	for _, t := range ts.rt.cfg.Topics {
 		if n, ok := parts[t.Name]; ok && n != t.Partitions {
@@ -80,8 +112,17 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 			planned[rp.Topic] = rp.Partitions
 		}
 	}
-	// Inputs: they must exist, and the inputs of one processor must be co-partitioned.
-	known := make(map[*processor]bool) // the processors whose partition count is known
+	return planned
+}
+
+// checkInputs checks, with diag, that the inputs of every processor exist or will
+// (planned: topic -> partition count) and that the inputs of one processor are
+// co-partitioned, since partition N of every input goes to task N. It sets each processor's
+// partition count from its inputs, and returns the processors whose count is known: every
+// input found, all with the same count, and at least one partition; planTopics and
+// checkChangelogs pass over the others.
+func (ts topicSetup) checkInputs(planned map[string]int32, diag diagFunc) map[*processor]bool {
+	known := make(map[*processor]bool)
 	for _, p := range ts.rt.procs {
 		pc := p.cfg
 		counts := make(map[int32][]string)
@@ -110,7 +151,13 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 		}
 		known[p] = ok && p.partitions > 0
 	}
-	// Existing changelogs: as many partitions as their processor's inputs.
+	return known
+}
+
+// checkChangelogs checks, with diag, that the existing changelogs (parts: topic -> partition
+// count) of the processors whose partition count is known have as many partitions as their
+// processor's inputs, since task N writes changelog partition N.
+func (ts topicSetup) checkChangelogs(parts map[string]int32, known map[*processor]bool, diag diagFunc) {
 	for _, p := range ts.rt.procs {
 		if !known[p] {
 			continue
@@ -122,21 +169,14 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 			}
 		}
 	}
-	diags = append(diags, ts.checkSessionTimeout(ctx)...)
+}
 
-	creates := ts.planTopics(parts, planned, known, tm)
-	refused := func(c topicCreate, err error) {
-		diag(c.rng, "Topic not created", "The broker refused to create %s %q: %v.", c.what, c.name, err)
-	}
-	if err := ts.validateTopics(ctx, creates, refused); err != nil {
-		return err
-	}
-	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
-	}
-
-	// Create the declared topics, the missing outputs and dead-letter topics, then the
-	// changelogs (their manager creates the missing ones, and checks the existing ones again).
+// createTopics creates the declared topics of creates, the missing outputs and dead-letter
+// topics, calling refused for each one the broker refuses, then has tm ensure the changelogs
+// of every processor (it creates the missing ones, and checks the existing ones again), with
+// diag for each one refused or of another partition count. It returns an error only when ctx
+// ends while a changelog is ensured: the others fail for the same reason.
+func (ts topicSetup) createTopics(ctx context.Context, creates []topicCreate, tm *changelog.TopicManager, refused func(topicCreate, error), diag diagFunc) error {
 	for _, c := range creates {
 		if c.changelog {
 			continue
@@ -162,9 +202,6 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 					changelog.TopicName(ts.rt.cfg.ApplicationID, spec.Store), err)
 			}
 		}
-	}
-	if diags.HasErrors() {
-		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
 	}
 	return nil
 }
@@ -192,7 +229,7 @@ func storeRange(p *processor, store string) hcl.Range {
 
 // diagChangelogMismatch records, with diag, that the changelog of store has another partition
 // count than its processor p (err says which).
-func diagChangelogMismatch(diag func(hcl.Range, string, string, ...any), p *processor, store string, err error) {
+func diagChangelogMismatch(diag diagFunc, p *processor, store string, err error) {
 	diag(storeRange(p, store), "Changelog partition mismatch",
 		"Store %q: %v. The changelog must have as many partitions as the processor's inputs; delete the changelog topic (its store is then restored empty) or fix the inputs.",
 		store, err)
