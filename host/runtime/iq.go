@@ -202,68 +202,109 @@ func (qs *queries) getRange(w http.ResponseWriter, req *http.Request) {
 	}
 	q := req.URL.Query()
 	stale := q.Get("stale") == "true"
-	limit := defaultRangeLimit
+	rq, err := parseRange(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	parts, qerr := qs.rangePartitions(req, p, q.Get("partition"), stale)
+	if qerr != nil {
+		qerr.write(w)
+		return
+	}
+	entries, err := qs.readRange(req.Context(), p, spec, parts, rq)
+	if err != nil && len(entries) == 0 {
+		queryFailed(w, err)
+		return
+	}
+	writeRange(w, parts, entries, err)
+}
+
+// rangeQuery is what a range reads in each partition: the keys in [from, to] (nil: from the
+// first key, to the last), limit entries in all.
+type rangeQuery struct {
+	from, to []byte
+	limit    int
+}
+
+// parseRange reads the limit, from and to parameters of a range. It fails only on a limit that
+// is not a number from 1 to maxRangeLimit, with the message of the 400 answer.
+func parseRange(q url.Values) (rangeQuery, error) {
+	rq := rangeQuery{limit: defaultRangeLimit}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxRangeLimit {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a number from 1 to %d", s, maxRangeLimit))
-			return
+			return rangeQuery{}, fmt.Errorf("limit %q: want a number from 1 to %d", s, maxRangeLimit)
 		}
-		limit = n
+		rq.limit = n
 	}
-	var from, to []byte
 	if s := q.Get("from"); s != "" { // empty: from the first key
-		from = []byte(s)
+		rq.from = []byte(s)
 	}
 	if s := q.Get("to"); s != "" { // empty: to the last key
-		to = []byte(s)
+		rq.to = []byte(s)
 	}
-	var parts []int32
-	if s := q.Get("partition"); s != "" {
-		n, err := strconv.Atoi(s)
+	return rq, nil
+}
+
+// rangePartitions returns the partitions of p that a range reads here: partition (the
+// parameter) alone, or the 400 when it is not one of p's, or the redirect or the 503 when this
+// instance does not read it (locate); without it, every partition this instance reads (with
+// stale, also those it restores or keeps standby copies of).
+func (qs *queries) rangePartitions(req *http.Request, p *processor, partition string, stale bool) ([]int32, *queryError) {
+	if partition != "" {
+		n, err := strconv.Atoi(partition)
 		if err != nil || n < 0 || n >= int(p.partitions) {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("partition %q: want a number from 0 to %d", s, p.partitions-1))
-			return
+			return nil, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("partition %q: want a number from 0 to %d", partition, p.partitions-1)}
 		}
 		if qerr := qs.locate(req, p, int32(n), stale); qerr != nil {
-			qerr.write(w)
-			return
+			return nil, qerr
 		}
-		parts = []int32{int32(n)}
-	} else {
-		for part := range p.partitions {
-			if qs.locate(req, p, part, stale) == nil {
-				parts = append(parts, part)
-			}
+		return []int32{int32(n)}, nil
+	}
+	var parts []int32
+	for part := range p.partitions {
+		if qs.locate(req, p, part, stale) == nil {
+			parts = append(parts, part)
 		}
 	}
-	names := make([]string, len(parts))
-	for i, part := range parts {
-		names[i] = strconv.Itoa(int(part))
-	}
-	// The entries are gathered first and written after: a slow client never holds a store
-	// read (nor, for a memory store, the loop).
+	return parts, nil
+}
+
+// readRange reads rq from this instance's copies of parts of the store, in partition then key
+// order, up to rq.limit entries. The entries are gathered first and written after: a slow
+// client never holds a store read (nor, for a memory store, the loop). A read that fails
+// stops it: before any entry, readRange returns its error alone; after some, it logs it and
+// returns it, with its partition, along with the entries, for a short answer.
+func (qs *queries) readRange(ctx context.Context, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) ([]entry, error) {
 	var entries []entry
-	var failure error
 	for _, part := range parts {
-		if len(entries) >= limit {
+		if len(entries) >= rq.limit {
 			break
 		}
-		err := qs.readCopy(req.Context(), p, spec, part, func(read copyReader) error {
-			return read.scan(from, to, func(k, v []byte) bool {
+		err := qs.readCopy(ctx, p, spec, part, func(read copyReader) error {
+			return read.scan(rq.from, rq.to, func(k, v []byte) bool {
 				entries = append(entries, rangeEntry(part, k, v))
-				return len(entries) < limit
+				return len(entries) < rq.limit
 			})
 		})
 		if err != nil {
 			if len(entries) == 0 {
-				queryFailed(w, err)
-				return
+				return nil, err
 			}
-			failure = fmt.Errorf("partition %d: %w", part, err)
 			qs.rt.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
-			break
+			return entries, fmt.Errorf("partition %d: %w", part, err)
 		}
+	}
+	return entries, nil
+}
+
+// writeRange writes the answer of a range that read parts: the entries as JSON lines, and,
+// when failure cut the answer short, a last line that says why.
+func writeRange(w http.ResponseWriter, parts []int32, entries []entry, failure error) {
+	names := make([]string, len(parts))
+	for i, part := range parts {
+		names[i] = strconv.Itoa(int(part))
 	}
 	w.Header().Set("X-Statehost-Partitions", strings.Join(names, ","))
 	w.Header().Set("Content-Type", "application/x-ndjson")
