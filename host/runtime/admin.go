@@ -80,7 +80,7 @@ func (b *statusBoard) setState(id taskID, state string) {
 	defer b.mu.Unlock()
 	ts := b.tasks[id]
 	if ts == nil {
-		ts = &TaskStatus{Processor: id.proc, Partition: id.part}
+		ts = &TaskStatus{Processor: id.Processor, Partition: id.Partition}
 		b.tasks[id] = ts
 	}
 	ts.State = state
@@ -96,7 +96,7 @@ func (b *statusBoard) remove(id taskID) {
 func (b *statusBoard) store(id taskID, name string) *StoreStatus {
 	ts := b.tasks[id]
 	if ts == nil {
-		ts = &TaskStatus{Processor: id.proc, Partition: id.part, State: "restoring"}
+		ts = &TaskStatus{Processor: id.Processor, Partition: id.Partition, State: "restoring"}
 		b.tasks[id] = ts
 	}
 	for i := range ts.Restores {
@@ -111,14 +111,14 @@ func (b *statusBoard) store(id taskID, name string) *StoreStatus {
 func (b *statusBoard) OnRestoreStart(e restore.StartEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	*b.store(taskID{e.Processor, e.Partition}, e.Store) = StoreStatus{Store: e.Store, StartOffset: e.StartOffset,
+	*b.store(taskID{Processor: e.Processor, Partition: e.Partition}, e.Store) = StoreStatus{Store: e.Store, StartOffset: e.StartOffset,
 		EndOffset: e.EndOffset, began: time.Now(), position: e.StartOffset}
 }
 
 func (b *statusBoard) OnBatchRestored(e restore.BatchEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.store(taskID{e.Processor, e.Partition}, e.Store)
+	s := b.store(taskID{Processor: e.Processor, Partition: e.Partition}, e.Store)
 	s.Restored += int64(e.Records)
 	s.position = e.Offset + 1
 	s.EndOffset = max(s.EndOffset, e.HighWatermark)
@@ -127,7 +127,7 @@ func (b *statusBoard) OnBatchRestored(e restore.BatchEvent) {
 func (b *statusBoard) OnRestoreEnd(e restore.EndEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.store(taskID{e.Processor, e.Partition}, e.Store)
+	s := b.store(taskID{Processor: e.Processor, Partition: e.Partition}, e.Store)
 	s.Restored, s.Done = e.Records, true
 	s.position = max(s.position, s.EndOffset)
 }
@@ -177,7 +177,7 @@ func (r *Runtime) Status() Status {
 			continue
 		}
 		ts.Lag = -1
-		if lag, known := r.local.lag(taskID{ts.Processor, ts.Partition}); known {
+		if lag, known := r.local.lag(taskID{Processor: ts.Processor, Partition: ts.Partition}); known {
 			ts.Lag = lag
 		}
 	}

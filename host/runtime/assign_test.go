@@ -84,7 +84,7 @@ func lagBalancer(standbys int, ends map[int32]int64) *taskBalancer {
 func offsets(kv ...int64) map[taskID]int64 {
 	m := map[taskID]int64{}
 	for i := 0; i < len(kv); i += 2 {
-		m[taskID{"count", int32(kv[i])}] = kv[i+1]
+		m[taskID{Processor: "count", Partition: int32(kv[i])}] = kv[i+1]
 	}
 	return m
 }

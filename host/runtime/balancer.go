@@ -415,7 +415,7 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 				}
 			}
 			if len(cls) > 0 {
-				id := taskID{p.cfg.Name, u.part}
+				id := taskID{Processor: p.cfg.Name, Partition: u.part}
 				l.tasks[u] = append(l.tasks[u], id)
 				changelogs[id] = cls
 				all = append(all, cls...)
@@ -437,7 +437,7 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 	for id, cls := range changelogs {
 		if ends != nil {
 			for _, t := range cls {
-				end := ends[topicPartition{t, id.part}]
+				end := ends[topicPartition{t, id.Partition}]
 				l.ends[id] += end
 				if end > 0 {
 					l.marks[id]++ // members report offsets short of it; the fallback below has none

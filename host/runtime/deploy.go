@@ -286,7 +286,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	for _, t := range due {
 		s, p := starts[t], t.proc
 		if s.err != nil {
-			dp.rt.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.part, "error", s.err)
+			dp.rt.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.Partition, "error", s.err)
 			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {
 				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, s.err)
 				p.version, p.previous, p.prevMod = *p.previous, nil, nil
@@ -297,11 +297,11 @@ func (dp *deploys) switchModules(ctx context.Context) {
 		old := t.inst
 		t.inst, t.mod = s.inst, s.mod
 		if err := old.Close(ctx); err != nil {
-			dp.rt.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.part, "error", err)
+			dp.rt.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.Partition, "error", err)
 		}
 		// Every task of the round paused for the whole round: the switch waits for all.
 		dp.pauses.observe(time.Since(begin))
-		dp.rt.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.part, "hash", short(s.mod.Hash()))
+		dp.rt.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.Partition, "hash", short(s.mod.Hash()))
 	}
 }
 

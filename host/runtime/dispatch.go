@@ -158,7 +158,7 @@ func (d *dispatcher) dispatchable(t *task) bool {
 	}
 	for topic := range t.held {
 		for _, p := range d.rt.readers[topic] {
-			if u := d.rt.tasks.active[taskID{p.cfg.Name, t.id.part}]; u != nil && u != t && (u.busy() || u.owed) {
+			if u := d.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: t.id.Partition}]; u != nil && u != t && (u.busy() || u.owed) {
 				return false
 			}
 		}
@@ -175,7 +175,7 @@ func (d *dispatcher) settled(t *task) bool {
 			continue
 		}
 		for _, p := range d.rt.readers[topic] {
-			u := d.rt.tasks.active[taskID{p.cfg.Name, t.id.part}]
+			u := d.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: t.id.Partition}]
 			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
 				return false
 			}
@@ -314,7 +314,7 @@ func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 		t.held = make(map[string][]*kgo.Record)
 	}
 	t.held[topic] = append(t.held[topic], recs...)
-	tp := topicPartition{topic, t.id.part}
+	tp := topicPartition{topic, t.id.Partition}
 	if len(t.held[topic]) >= maxHeld && !d.rt.tasks.heldPaused[tp] {
 		d.rt.tasks.heldPaused[tp] = true
 		d.rt.kafka.consumer.PauseFetchPartitions(map[string][]int32{topic: {tp.part}})
@@ -326,7 +326,7 @@ func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 func (d *dispatcher) resumeHeld(t *task) {
 	resume := make(map[string][]int32)
 	for _, in := range t.proc.cfg.Inputs {
-		tp := topicPartition{in, t.id.part}
+		tp := topicPartition{in, t.id.Partition}
 		if !d.rt.tasks.heldPaused[tp] || d.rt.tasks.holdsAny(tp) {
 			continue
 		}
@@ -430,7 +430,7 @@ func (tt *taskTable) commitOffsets(committing []*task) map[string]map[int32]kgo.
 	for _, t := range committing {
 		in[t] = true
 		for topic := range t.last {
-			parts[topicPartition{topic, t.id.part}] = true
+			parts[topicPartition{topic, t.id.Partition}] = true
 		}
 	}
 	out := make(map[string]map[int32]kgo.EpochOffset)
@@ -462,7 +462,7 @@ func (tt *taskTable) offsetFor(tp topicPartition, committing map[*task]bool) (kg
 		}
 	}
 	for _, p := range tt.readers[tp.topic] {
-		t := tt.active[taskID{p.cfg.Name, tp.part}]
+		t := tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]
 		if t == nil {
 			continue
 		}

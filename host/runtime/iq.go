@@ -136,7 +136,7 @@ func (qs *queries) queryStore(name string) (*processor, changelog.StoreSpec, *qu
 // locate decides who answers for partition part of a store's processor: nil when this
 // instance reads its copy, else the redirect or the 503.
 func (qs *queries) locate(req *http.Request, p *processor, part int32, stale bool) *queryError {
-	id := taskID{p.cfg.Name, part}
+	id := taskID{Processor: p.cfg.Name, Partition: part}
 	switch state := qs.rt.status.state(id); {
 	case state == "running", stale && (state == "restoring" || state == "standby"):
 		return nil
@@ -369,7 +369,7 @@ func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.St
 		return fmt.Errorf("%w: the loop has been busy (a restore?) for %v", errCopyBusy, memoryReadWait)
 	}
 	defer qs.rt.tasks.mu.Unlock()
-	t := qs.rt.tasks.active[taskID{p.cfg.Name, part}]
+	t := qs.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: part}]
 	if t == nil || t.cl == nil {
 		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
 	}

@@ -69,7 +69,9 @@ func testInteractiveQueries(t *testing.T, backend string) {
 		return runningCount(a.rt) > 0 && runningCount(b.rt) > 0 && runningCount(a.rt)+runningCount(b.rt) == 3 &&
 			len(a.rt.iq.owners.snapshot()) == 2 && len(b.rt.iq.owners.snapshot()) == 2
 	})
-	runs := func(in *instance, part int32) bool { return in.rt.status.state(taskID{"count", part}) == "running" }
+	runs := func(in *instance, part int32) bool {
+		return in.rt.status.state(taskID{Processor: "count", Partition: part}) == "running"
+	}
 
 	words := slices.Sorted(func(yield func(string) bool) {
 		for w := range ref {
@@ -259,7 +261,7 @@ processor "count" {
 	})
 	in = start(t, cfg, brokers)
 	waitFor(t, 30*time.Second, "the task to restore", func() bool {
-		return in.rt.status.state(taskID{"count", 0}) == "restoring" && in.rt.local.adminAddr() != ""
+		return in.rt.status.state(taskID{Processor: "count", Partition: 0}) == "restoring" && in.rt.local.adminAddr() != ""
 	})
 	code, body, resp := query(t, noRedirect, in, "/v1/stores/counts/keys/k1")
 	if code != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {

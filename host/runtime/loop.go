@@ -173,7 +173,7 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 			return
 		}
 		for _, p := range r.readers[fp.Topic] {
-			t := r.tasks.active[taskID{p.cfg.Name, fp.Partition}]
+			t := r.tasks.active[taskID{Processor: p.cfg.Name, Partition: fp.Partition}]
 			if t == nil || t.state != stateRunning {
 				// Partitions are paused until all their tasks run, and a poll never returns
 				// records of a paused partition: this is a bug, and processing on would skip
@@ -435,7 +435,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 			return err
 		}
 		r.tasks.started(t)
-		r.log.Info("task running", "processor", t.id.proc, "partition", t.id.part)
+		r.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition)
 	}
 	r.syncPauses()
 	return nil
@@ -482,7 +482,7 @@ func (r *Runtime) openPending() ([]*task, error) {
 					return nil, err
 				}
 				if !t.waitLogged {
-					r.log.Info("task waits for the records of its previous run to land", "processor", t.id.proc, "partition", t.id.part)
+					r.log.Info("task waits for the records of its previous run to land", "processor", t.id.Processor, "partition", t.id.Partition)
 					t.waitLogged = true
 				}
 				r.restoreRetryAt = time.Now().Add(100 * time.Millisecond)

@@ -37,8 +37,8 @@ func (s memberState) encode() []byte {
 	slices.SortFunc(ids, compareTaskID)
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = appendString(b, id.proc)
-		b = binary.AppendVarint(b, int64(id.part))
+		b = appendString(b, id.Processor)
+		b = binary.AppendVarint(b, int64(id.Partition))
 		b = binary.AppendVarint(b, s.offsets[id])
 	}
 	return b
@@ -62,7 +62,7 @@ func decodeMemberState(b []byte) (memberState, error) {
 		if part < 0 || part > 1<<31-1 {
 			r.fail()
 		}
-		s.offsets[taskID{proc, int32(part)}] = off
+		s.offsets[taskID{Processor: proc, Partition: int32(part)}] = off
 	}
 	return s, r.finish()
 }
@@ -122,13 +122,13 @@ func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
 }
 
 func compareTaskID(a, b taskID) int {
-	if a.proc != b.proc {
-		if a.proc < b.proc {
+	if a.Processor != b.Processor {
+		if a.Processor < b.Processor {
 			return -1
 		}
 		return 1
 	}
-	return int(a.part) - int(b.part)
+	return int(a.Partition) - int(b.Partition)
 }
 
 func appendString(b []byte, s string) []byte {

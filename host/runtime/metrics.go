@@ -435,7 +435,7 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 		if ts.State != "" {
 			counts[ts.State]++
 		}
-		present[taskID{ts.Processor, ts.Partition}] = true
+		present[taskID{Processor: ts.Processor, Partition: ts.Partition}] = true
 	}
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
@@ -444,7 +444,7 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	for k, p := range c.m.progress {
-		if present[taskID{p.processor, k.partition}] {
+		if present[taskID{Processor: p.processor, Partition: k.partition}] {
 			ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(restore.Lag(0, p.end, p.pos, markers)), k.store, p.partition)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // restore.Lag: under exactly-once a standby that has applied every record is at 0, though the
 // commit marker after its last record is an offset.
 func TestMetricRemainingRecordsIsTheLag(t *testing.T) {
-	id := taskID{"count", 2}
+	id := taskID{Processor: "count", Partition: 2}
 	for _, tc := range []struct {
 		name        string
 		exactlyOnce bool
@@ -32,12 +32,12 @@ func TestMetricRemainingRecordsIsTheLag(t *testing.T) {
 			board.setState(id, "standby")
 			board.markers = tc.exactlyOnce
 			m := newMetrics(board)
-			local := newLocalState([]*processor{{cfg: &config.Processor{Name: id.proc},
+			local := newLocalState([]*processor{{cfg: &config.Processor{Name: id.Processor},
 				stores: []changelog.StoreSpec{{Name: "counts", Options: store.Options{Backend: store.Pebble}}}}})
 			local.markers = tc.exactlyOnce
 			for _, l := range []restore.Listener{board, restoreListener{m: m, follow: true}, local} {
-				l.OnRestoreStart(restore.StartEvent{Processor: id.proc, Store: "counts", Partition: id.part, StartOffset: 0, EndOffset: 10})
-				l.OnBatchRestored(restore.BatchEvent{Processor: id.proc, Store: "counts", Partition: id.part, Records: 1, Offset: tc.last, HighWatermark: tc.hw})
+				l.OnRestoreStart(restore.StartEvent{Processor: id.Processor, Store: "counts", Partition: id.Partition, StartOffset: 0, EndOffset: 10})
+				l.OnBatchRestored(restore.BatchEvent{Processor: id.Processor, Store: "counts", Partition: id.Partition, Records: 1, Offset: tc.last, HighWatermark: tc.hw})
 			}
 			lag, known := local.lag(id)
 			if !known || lag != tc.want {

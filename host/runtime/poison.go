@@ -452,7 +452,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		rec := call[k]
 		retry := !alone && (errors.Is(ge.Kind, engine.ErrTimeout) || errors.Is(ge.Kind, engine.ErrOutOfMemory))
 		if retry {
-			t.rt.log.Warn("record failed: trying it again alone on a new instance", "processor", t.id.proc, "topic", rec.Topic,
+			t.rt.log.Warn("record failed: trying it again alone on a new instance", "processor", t.id.Processor, "topic", rec.Topic,
 				"partition", rec.Partition, "offset", rec.Offset, "reason", reason, "error", ge.Error())
 		} else if err := t.dropPoison(ctx, rec, ge, reason); err != nil {
 			return processed, err
@@ -472,7 +472,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 func (t *task) restartPlugin(ctx context.Context) error {
 	prev := t.inst
 	if err := t.inst.Close(ctx); err != nil {
-		t.rt.log.Warn("closing the failed plugin instance", "processor", t.id.proc, "partition", t.id.part, "error", err)
+		t.rt.log.Warn("closing the failed plugin instance", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
 	}
 	t.inst = nil
 	// The module the task ran, not the processor's newest: a deployed module takes over at a
@@ -488,7 +488,7 @@ func (t *task) restartPlugin(ctx context.Context) error {
 
 // dropPoison skips or dead-letters the poison record rec that failed with ge.
 func (t *task) dropPoison(ctx context.Context, rec engine.Record, ge *engine.GuestError, reason string) error {
-	proc := t.id.proc
+	proc := t.id.Processor
 	kv := []any{"processor", proc, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "reason", reason, "error", ge.Error()}
 	if t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		dlq := t.rt.cfg.DeadLetterTopic(proc)
@@ -523,7 +523,7 @@ func (t *task) deadLetter(ctx context.Context, dlq string, rec engine.Record, ge
 	}
 	out.Headers = append(out.Headers,
 		changelog.Header{Key: HeaderError, Value: []byte(ge.Error())},
-		changelog.Header{Key: HeaderProcessor, Value: []byte(t.id.proc)},
+		changelog.Header{Key: HeaderProcessor, Value: []byte(t.id.Processor)},
 		changelog.Header{Key: HeaderTopic, Value: []byte(rec.Topic)},
 		changelog.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
 		changelog.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},

@@ -92,7 +92,7 @@ func TestEmitWaitsForRoomUntilItsDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{id: taskID{"p", 1}, cl: cl, rt: &Runtime{outParts: map[string]int32{"out": 2}}}
+	tk := &task{id: taskID{Processor: "p", Partition: 1}, cl: cl, rt: &Runtime{outParts: map[string]int32{"out": 2}}}
 	defer tk.cl.Close(context.Background())
 
 	release := make(chan struct{})

@@ -113,7 +113,7 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	for topic, parts := range lost {
 		for _, p := range parts {
 			for _, proc := range r.readers[topic] {
-				if t := r.tasks.active[taskID{proc.cfg.Name, p}]; t != nil {
+				if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: p}]; t != nil {
 					t.last = nil // nothing of it may be committed now
 				}
 			}
@@ -126,7 +126,7 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 // readsAny reports whether t reads one of the partitions tps.
 func readsAny(t *task, tps map[string][]int32) bool {
 	for _, in := range t.proc.cfg.Inputs {
-		if slices.Contains(tps[in], t.id.part) {
+		if slices.Contains(tps[in], t.id.Partition) {
 			return true
 		}
 	}
@@ -169,7 +169,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 	}
 	_ = r.jobs.forEachTask(tasks, func(t *task) error {
 		if t.failed {
-			r.log.Error("closing the failed task without committing its last records", "processor", t.id.proc, "partition", t.id.part)
+			r.log.Error("closing the failed task without committing its last records", "processor", t.id.Processor, "partition", t.id.Partition)
 		}
 		if t.cl != nil || r.tasks.standby[t.id] == nil { // else its standby holds the state
 			var cps map[string]int64
@@ -179,13 +179,13 @@ func (r *Runtime) closeTasks(tasks []*task) {
 			defer r.local.closed(t.id, cps)
 		}
 		if err := t.close(); err != nil {
-			r.log.Warn("closing task", "processor", t.id.proc, "partition", t.id.part, "error", err)
+			r.log.Warn("closing task", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
 		}
 		return nil
 	})
 	for _, t := range tasks {
 		r.tasks.closed(t)
-		r.log.Info("task closed", "processor", t.id.proc, "partition", t.id.part)
+		r.log.Info("task closed", "processor", t.id.Processor, "partition", t.id.Partition)
 	}
 }
 
@@ -209,7 +209,7 @@ func (r *Runtime) drainInbox() {
 				r.tasks.assigned[tp] = true
 				r.tasks.paused[tp] = true
 				for _, proc := range r.readers[topic] {
-					if id := (taskID{proc.cfg.Name, p}); r.tasks.active[id] == nil {
+					if id := (taskID{Processor: proc.cfg.Name, Partition: p}); r.tasks.active[id] == nil {
 						r.tasks.assign(id, proc, r)
 					}
 				}
@@ -232,7 +232,7 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 				continue
 			}
 			for _, proc := range r.readers[topic] {
-				if t := r.tasks.active[taskID{proc.cfg.Name, p}]; t != nil && !slices.Contains(stale, t) {
+				if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: p}]; t != nil && !slices.Contains(stale, t) {
 					stale = append(stale, t)
 				}
 			}
@@ -242,7 +242,7 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 		return
 	}
 	for _, t := range stale {
-		r.log.Warn("partition assigned again without its revocation: the task closes and restores", "processor", t.id.proc, "partition", t.id.part)
+		r.log.Warn("partition assigned again without its revocation: the task closes and restores", "processor", t.id.Processor, "partition", t.id.Partition)
 		if r.eos != nil && t.uncommitted() {
 			r.eos.txn.rebalanced.Store(true)
 		}
@@ -256,7 +256,7 @@ func (r *Runtime) syncPauses() {
 	for tp := range r.tasks.paused {
 		ready := true
 		for _, proc := range r.readers[tp.topic] {
-			if t := r.tasks.active[taskID{proc.cfg.Name, tp.part}]; t == nil || t.state != stateRunning {
+			if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: tp.part}]; t == nil || t.state != stateRunning {
 				ready = false
 			}
 		}

@@ -147,7 +147,7 @@ processor "join" {
 			}
 			for _, ts := range in.rt.Status().Tasks {
 				if ts.State == "running" {
-					owners[taskID{ts.Processor, ts.Partition}.String()]++
+					owners[taskID{Processor: ts.Processor, Partition: ts.Partition}.String()]++
 				}
 			}
 		}

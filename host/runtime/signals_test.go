@@ -65,7 +65,7 @@ func TestSignalsRevocationHoldsRestores(t *testing.T) {
 
 func TestSignalsJobsAndFailures(t *testing.T) {
 	var s signals
-	a := &task{id: taskID{"count", 0}}
+	a := &task{id: taskID{Processor: "count", Partition: 0}}
 	s.jobEnded(a)
 	sctx, done := s.sleepWait(context.Background(), time.Hour)
 	if sctx.Err() == nil {

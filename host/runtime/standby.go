@@ -12,7 +12,6 @@ import (
 
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
-	"github.com/statehost/statehost/store"
 )
 
 // Standby tasks keep copies of other instances' tasks: their stores are open here and follow
@@ -58,7 +57,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			for _, proc := range sb.rt.readers[topic] {
-				active[taskID{proc.cfg.Name, p}] = true
+				active[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 			}
 		}
 	}
@@ -66,7 +65,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 		for _, p := range parts {
 			for _, proc := range sb.rt.readers[topic] {
 				if hasLoggedStore(proc) {
-					want[taskID{proc.cfg.Name, p}] = true
+					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
 			}
 		}
@@ -75,8 +74,8 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 		for _, p := range parts {
 			for _, proc := range sb.rt.readers[topic] {
 				if hasLoggedStore(proc) {
-					want[taskID{proc.cfg.Name, p}] = true
-					warm[taskID{proc.cfg.Name, p}] = true
+					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
+					warm[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
 			}
 		}
@@ -152,7 +151,7 @@ func (sb *standbys) sync(ctx context.Context) {
 			// Active here now: the task takes the standby's open stores over, memory stores
 			// included, and its restore applies only what the standby had not.
 			sb.rt.tasks.promote(id)
-			sb.rt.log.Info("standby task promoted to active", "processor", id.proc, "partition", id.part)
+			sb.rt.log.Info("standby task promoted to active", "processor", id.Processor, "partition", id.Partition)
 			continue
 		}
 		sb.close(id, cl)
@@ -164,7 +163,7 @@ func (sb *standbys) sync(ctx context.Context) {
 		cl, err := sb.open(id)
 		if err != nil {
 			if !errors.Is(err, changelog.ErrInFlight) {
-				sb.rt.log.Warn("cannot open a standby task; retrying in a second", "processor", id.proc, "partition", id.part, "error", err)
+				sb.rt.log.Warn("cannot open a standby task; retrying in a second", "processor", id.Processor, "partition", id.Partition, "error", err)
 			}
 			sb.retryAt = time.Now().Add(time.Second)
 			continue
@@ -214,21 +213,21 @@ func (sb *standbys) stopFollower() {
 
 // open opens the stores of a standby task.
 func (sb *standbys) open(id taskID) (*changelog.Task, error) {
-	proc := sb.rt.procByName(id.proc)
+	proc := sb.rt.procByName(id.Processor)
 	if proc == nil {
 		return nil, fmt.Errorf("runtime: standby task %s: unknown processor", id)
 	}
 	cl, err := changelog.OpenTask(sb.rt.stores, sb.rt.kafka.producer, changelog.TaskConfig{
 		AppID:     sb.rt.cfg.ApplicationID,
-		Processor: id.proc,
-		Partition: id.part,
+		Processor: id.Processor,
+		Partition: id.Partition,
 		Stores:    proc.stores,
 		Logger:    sb.rt.opts.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	sb.rt.log.Info("standby task opened", "processor", id.proc, "partition", id.part)
+	sb.rt.log.Info("standby task opened", "processor", id.Processor, "partition", id.Partition)
 	return cl, nil
 }
 
@@ -238,10 +237,10 @@ func (sb *standbys) close(id taskID, cl *changelog.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cl.Close(ctx); err != nil {
-		sb.rt.log.Warn("closing a standby task", "processor", id.proc, "partition", id.part, "error", err)
+		sb.rt.log.Warn("closing a standby task", "processor", id.Processor, "partition", id.Partition, "error", err)
 	}
 	sb.rt.tasks.closedStandby(id, cps)
-	sb.rt.log.Info("standby task closed", "processor", id.proc, "partition", id.part)
+	sb.rt.log.Info("standby task closed", "processor", id.Processor, "partition", id.Partition)
 }
 
 // closeAll stops the follower and closes every standby task (shutdown). The caller holds r.tasks.mu.
@@ -336,12 +335,12 @@ func (sb *standbys) cleanupState() {
 		if time.Since(since) < sb.rt.cfg.StateCleanupDelay || sb.rt.tasks.holds(id) {
 			continue
 		}
-		if err := sb.rt.stores.DeleteTask(store.TaskID{Processor: id.proc, Partition: id.part}); err != nil {
-			sb.rt.log.Warn("cannot delete the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part, "error", err)
+		if err := sb.rt.stores.DeleteTask(id); err != nil {
+			sb.rt.log.Warn("cannot delete the local state of a task this instance no longer owns", "processor", id.Processor, "partition", id.Partition, "error", err)
 			continue
 		}
 		sb.rt.local.forget(id)
-		sb.rt.log.Info("deleted the local state of a task this instance no longer owns", "processor", id.proc, "partition", id.part,
+		sb.rt.log.Info("deleted the local state of a task this instance no longer owns", "processor", id.Processor, "partition", id.Partition,
 			"idle_for", time.Since(since).Round(time.Second))
 	}
 }

@@ -84,7 +84,7 @@ func runningCount(rt *Runtime) int {
 func standbysCaughtUp(rts ...*Runtime) int {
 	n := 0
 	for p := range int32(3) {
-		id := taskID{"count", p}
+		id := taskID{Processor: "count", Partition: p}
 		for _, rt := range rts {
 			rt.tasks.mu.Lock()
 			open := rt.tasks.standby[id] != nil
@@ -152,9 +152,9 @@ processor "count" {
 	if running(a.rt) != 1 {
 		t.Errorf("the first instance runs %d tasks, want 1", running(a.rt))
 	}
-	moved := taskID{"count", 0}
+	moved := taskID{Processor: "count", Partition: 0}
 	if a.rt.Status().Tasks[0].Partition == 0 {
-		moved.part = 1
+		moved.Partition = 1
 	}
 	waitFor(t, 30*time.Second, "the first instance to delete its copy of the moved task", func() bool {
 		held, err := a.rt.stores.LocalTasks()
@@ -162,7 +162,7 @@ processor "count" {
 			t.Fatal(err)
 		}
 		for _, lt := range held {
-			if lt.ID.Processor == moved.proc && lt.ID.Partition == moved.part {
+			if lt.ID.Processor == moved.Processor && lt.ID.Partition == moved.Partition {
 				return false
 			}
 		}

@@ -14,13 +14,9 @@ import (
 	"github.com/statehost/statehost/store"
 )
 
-// taskID names a task: a processor and a partition of its inputs.
-type taskID struct {
-	proc string
-	part int32
-}
-
-func (id taskID) String() string { return fmt.Sprintf("%s_%d", id.proc, id.part) }
+// taskID names a task: a processor and a partition of its inputs. It is the store's task id,
+// so that the runtime's tasks and their state directories have one name.
+type taskID = store.TaskID
 
 // topicPartition is an input partition.
 type topicPartition struct {
@@ -95,8 +91,8 @@ type task struct {
 func (t *task) openStores() error {
 	cl, err := changelog.OpenTask(t.rt.stores, t.rt.kafka.producer, changelog.TaskConfig{
 		AppID:     t.rt.cfg.ApplicationID,
-		Processor: t.id.proc,
-		Partition: t.id.part,
+		Processor: t.id.Processor,
+		Partition: t.id.Partition,
 		Stores:    t.proc.stores,
 		Logger:    t.rt.opts.Logger,
 	})
@@ -171,8 +167,8 @@ func (t *task) engineTask() engine.Task {
 	t.cl.SetWaitHook(t.waits)
 	t.cl.SetSource(taskSource{t.waits}) // a refused record's error names its input (source.go)
 	et := engine.Task{
-		Processor: t.id.proc,
-		Partition: t.id.part,
+		Processor: t.id.Processor,
+		Partition: t.id.Partition,
 		Stores:    map[string]store.Store{},
 		Windows:   map[string]store.WindowStore{},
 		Sessions:  map[string]store.SessionStore{},
@@ -246,10 +242,10 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	} else if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
-	t.rt.metrics.processedBatch(t.id.proc, processed, time.Since(began))
+	t.rt.metrics.processedBatch(t.id.Processor, processed, time.Since(began))
 	n, err := t.inst.Punctuate(ctx)
 	t.flush() // what the batch and the punctuations wrote and emitted
-	t.rt.metrics.punctuated(t.id.proc, n)
+	t.rt.metrics.punctuated(t.id.Processor, n)
 	return err // nil, or an *engine.GuestError naming the punctuation
 }
 
@@ -258,7 +254,7 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 func (t *task) punctuate(ctx context.Context) error {
 	n, err := t.inst.Punctuate(ctx)
 	t.flush()
-	t.rt.metrics.punctuated(t.id.proc, n)
+	t.rt.metrics.punctuated(t.id.Processor, n)
 	return err
 }
 
@@ -274,15 +270,15 @@ func (t *task) reportDropped() {
 	d := t.dropped
 	switch {
 	case late != d[0] || expired != d[1]:
-		t.rt.log.Warn("dropped writes to closed or expired windows", "processor", t.id.proc, "partition", t.id.part,
+		t.rt.log.Warn("dropped writes to closed or expired windows", "processor", t.id.Processor, "partition", t.id.Partition,
 			"late", late-d[0], "expired", expired-d[1], "restore_skipped", skipped-d[2])
 	case skipped != d[2]:
-		t.rt.log.Info("restore skipped expired window records", "processor", t.id.proc, "partition", t.id.part,
+		t.rt.log.Info("restore skipped expired window records", "processor", t.id.Processor, "partition", t.id.Partition,
 			"records", skipped-d[2])
 	default:
 		return
 	}
-	t.rt.metrics.droppedWrites(t.id.proc, late-d[0], expired-d[1], skipped-d[2])
+	t.rt.metrics.droppedWrites(t.id.Processor, late-d[0], expired-d[1], skipped-d[2])
 	t.dropped, t.droppedAt = [3]int64{late, expired, skipped}, time.Now()
 }
 
@@ -334,7 +330,7 @@ func (t *task) output(ctx context.Context, rec engine.OutputRecord, in changelog
 	}
 	out := changelog.OutputRecord{
 		Topic:     rec.Topic,
-		Partition: KeyPartition(rec.Key, n, t.id.part),
+		Partition: KeyPartition(rec.Key, n, t.id.Partition),
 		Key:       rec.Key,
 		Value:     rec.Value,
 		Timestamp: rec.Timestamp,

@@ -119,7 +119,7 @@ func (tt *taskTable) reading(tp topicPartition) []*task {
 	procs := tt.readers[tp.topic]
 	out := make([]*task, len(procs))
 	for i, p := range procs {
-		out[i] = tt.active[taskID{p.cfg.Name, tp.part}]
+		out[i] = tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]
 	}
 	return out
 }
@@ -127,7 +127,7 @@ func (tt *taskTable) reading(tp topicPartition) []*task {
 // owned reports whether at least one input partition of t is assigned.
 func (tt *taskTable) owned(t *task) bool {
 	for _, in := range t.proc.cfg.Inputs {
-		if tt.assigned[topicPartition{in, t.id.part}] {
+		if tt.assigned[topicPartition{in, t.id.Partition}] {
 			return true
 		}
 	}

@@ -39,7 +39,7 @@ func openChangelogTask(t *testing.T, id taskID) *changelog.Task {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := changelog.OpenTask(mgr, prod, changelog.TaskConfig{AppID: "app", Processor: id.proc, Partition: id.part})
+	cl, err := changelog.OpenTask(mgr, prod, changelog.TaskConfig{AppID: "app", Processor: id.Processor, Partition: id.Partition})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +49,14 @@ func openChangelogTask(t *testing.T, id taskID) *changelog.Task {
 
 func TestTaskTableActiveLifecycle(t *testing.T) {
 	tt, p := newTestTable(t)
-	id := taskID{"count", 3}
+	id := taskID{Processor: "count", Partition: 3}
 	tt.assigned[topicPartition{"in", 3}] = true
 
 	a := tt.assign(id, p, nil)
 	if a.state != stateAssigned || tt.active[id] != a || !tt.restoring() || tt.status.state(id) != "restoring" {
 		t.Fatalf("after assign: state %v, restoring %v, status %q", a.state, tt.restoring(), tt.status.state(id))
 	}
-	if !tt.owned(a) || tt.owned(&task{id: taskID{"count", 4}, proc: p}) {
+	if !tt.owned(a) || tt.owned(&task{id: taskID{Processor: "count", Partition: 4}, proc: p}) {
 		t.Fatal("owned: want the task of an assigned partition only")
 	}
 	if got := tt.reading(topicPartition{"side", 3}); len(got) != 1 || got[0] != a {
@@ -100,7 +100,7 @@ func TestTaskTableActiveLifecycle(t *testing.T) {
 
 func TestTaskTableStandbyLifecycle(t *testing.T) {
 	tt, p := newTestTable(t)
-	id := taskID{"count", 1}
+	id := taskID{Processor: "count", Partition: 1}
 	cl := openChangelogTask(t, id)
 
 	tt.openedStandby(id, cl)
@@ -121,12 +121,12 @@ func TestTaskTableStandbyLifecycle(t *testing.T) {
 		t.Fatal("promote: the task takes the standby's stores")
 	}
 
-	tt.openedStandby(taskID{"count", 2}, openChangelogTask(t, taskID{"count", 2}))
-	tt.closedStandby(taskID{"count", 2}, map[string]int64{"counts": 7})
-	if tt.holds(taskID{"count", 2}) || tt.status.state(taskID{"count", 2}) != "" {
+	tt.openedStandby(taskID{Processor: "count", Partition: 2}, openChangelogTask(t, taskID{Processor: "count", Partition: 2}))
+	tt.closedStandby(taskID{Processor: "count", Partition: 2}, map[string]int64{"counts": 7})
+	if tt.holds(taskID{Processor: "count", Partition: 2}) || tt.status.state(taskID{Processor: "count", Partition: 2}) != "" {
 		t.Fatal("closedStandby: still held")
 	}
-	if _, idle := tt.local.idleSince()[taskID{"count", 2}]; !idle {
+	if _, idle := tt.local.idleSince()[taskID{Processor: "count", Partition: 2}]; !idle {
 		t.Fatal("closedStandby: its checkpointed state is idle here, for the balancer and the cleanup")
 	}
 }

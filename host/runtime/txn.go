@@ -794,13 +794,13 @@ func (e *exactlyOnce) reviveLocked() {
 		}
 		e.rt.tasks.revive(t)
 		for _, in := range t.proc.cfg.Inputs {
-			tp := topicPartition{in, t.id.part}
+			tp := topicPartition{in, t.id.Partition}
 			if e.rt.tasks.assigned[tp] && !e.rt.tasks.paused[tp] {
 				e.rt.tasks.paused[tp] = true
-				pause[in] = append(pause[in], t.id.part)
+				pause[in] = append(pause[in], t.id.Partition)
 			}
 		}
-		e.rt.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.proc, "partition", t.id.part)
+		e.rt.log.Info("task revived: it restores its last commit and processes again from there", "processor", t.id.Processor, "partition", t.id.Partition)
 	}
 	if len(pause) > 0 {
 		e.rt.kafka.consumer.PauseFetchPartitions(pause)

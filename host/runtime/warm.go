@@ -50,7 +50,7 @@ func (s *localState) load(tasks []store.LocalTask) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, lt := range tasks {
-		id := taskID{lt.ID.Processor, lt.ID.Partition}
+		id := taskID{Processor: lt.ID.Processor, Partition: lt.ID.Partition}
 		s.idle[id] = now
 		for _, ls := range lt.Stores {
 			if ls.HasCheckpoint {
@@ -90,14 +90,14 @@ func (s *localState) persistent(proc, name string) bool {
 func (s *localState) OnRestoreStart(e restore.StartEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.storeLocked(taskID{e.Processor, e.Partition}, e.Store, s.persistent(e.Processor, e.Store))
+	st := s.storeLocked(taskID{Processor: e.Processor, Partition: e.Partition}, e.Store, s.persistent(e.Processor, e.Store))
 	st.offset, st.end = e.StartOffset-1, e.EndOffset // below the start there is nothing to read
 }
 
 func (s *localState) OnBatchRestored(e restore.BatchEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.storeLocked(taskID{e.Processor, e.Partition}, e.Store, s.persistent(e.Processor, e.Store))
+	st := s.storeLocked(taskID{Processor: e.Processor, Partition: e.Partition}, e.Store, s.persistent(e.Processor, e.Store))
 	st.offset = e.Offset
 	st.end = max(st.end, e.HighWatermark)
 }
@@ -170,7 +170,7 @@ func (s *localState) report() memberState {
 		ms.offsets[id] = offsetRunning
 	}
 	for id, stores := range s.stores {
-		p := s.procs[id.proc]
+		p := s.procs[id.Processor]
 		if p == nil || s.running[id] {
 			continue
 		}
@@ -190,7 +190,7 @@ func (s *localState) report() memberState {
 func (s *localState) lag(id taskID) (lag int64, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.procs[id.proc]
+	p := s.procs[id.Processor]
 	if p == nil {
 		return 0, false
 	}
