@@ -273,11 +273,14 @@ func (r *Runtime) logDeploy(name string, res DeployResult, err error, keyvals ..
 		r.log.Info("module unchanged", kv("hash", short(res.Version.Hash))...)
 	case err == nil:
 		r.log.Info("module deployed", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "tasks", res.Tasks)...)
+		r.emit(Event{Kind: EventModuleDeployed, Processor: name, ModuleHash: res.Version.Hash})
 	case res.Version.Hash != "" && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		// Validated and deployed; the wait ended before every task switched.
 		r.log.Warn("module deployed, tasks not all switched yet", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "error", err)...)
+		r.emit(Event{Kind: EventModuleDeployed, Processor: name, ModuleHash: res.Version.Hash, Error: err.Error()})
 	default:
 		r.log.Error("module refused", kv("error", err)...)
+		r.emit(Event{Kind: EventModuleRefused, Processor: name, Error: err.Error()})
 	}
 }
 
@@ -319,6 +322,7 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 		}
 	}()
 	r.log.Info("admin listening", "addr", ln.Addr().String(), "token", r.cfg.Admin.Token != "", "metrics_public", r.cfg.Admin.MetricsPublic)
+	r.emit(Event{Kind: EventAdminListening, Addr: ln.Addr().String()})
 	adv := r.cfg.Admin.Advertise
 	if adv == "" {
 		adv = advertised(ln.Addr().String())

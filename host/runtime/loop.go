@@ -35,6 +35,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	r.tasks.mu.Unlock()
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
+	r.emit(Event{Kind: EventRunning})
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
 	work := context.WithoutCancel(ctx)
 	r.jobs.work = work
@@ -436,6 +437,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		}
 		r.tasks.started(t)
 		r.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition)
+		r.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
 	}
 	r.syncPauses()
 	return nil
@@ -519,8 +521,10 @@ func (r *Runtime) shutdown(cause error) error {
 	r.kafka.consumer = nil
 	if cause != nil {
 		r.log.Info("stopped after a failure") // the caller reports cause
+		r.emit(Event{Kind: EventStopped, Error: cause.Error()})
 		return cause
 	}
 	r.log.Info("stopped")
+	r.emit(Event{Kind: EventStopped})
 	return nil
 }

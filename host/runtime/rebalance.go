@@ -23,6 +23,7 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 	cl.PauseFetchPartitions(assigned)
 	r.signals.post(groupEvent{partitions: assigned})
 	r.log.Info("partitions assigned", "partitions", assigned)
+	r.emit(Event{Kind: EventPartitionsAssigned, Partitions: assigned})
 }
 
 // groupEvent is an assignment, or under exactly-once a revocation or a loss, handed from the
@@ -53,6 +54,7 @@ func (r *Runtime) onRevokedOrLostEOS(st *txnState, what string, tps map[string][
 	r.signals.stopRestore() // it may be restoring these tasks; the others resume from their checkpoints
 	r.signals.post(groupEvent{partitions: tps, revoked: true})
 	r.log.Info("partitions "+what, "partitions", tps)
+	r.emit(partitionsEvent(what, tps))
 }
 
 // onRevoked commits the tasks that read the revoked partitions and closes them. franz-go
@@ -85,6 +87,7 @@ func (r *Runtime) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[str
 	}
 	r.unassign(cl, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
+	r.emit(Event{Kind: EventPartitionsRevoked, Partitions: revoked})
 }
 
 // revocationTimeout bounds the commit of a revocation. With BlockRebalanceOnPoll a revocation
@@ -121,6 +124,7 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	}
 	r.unassign(cl, lost)
 	r.log.Warn("partitions lost", "partitions", lost)
+	r.emit(Event{Kind: EventPartitionsLost, Partitions: lost})
 }
 
 // readsAny reports whether t reads one of the partitions tps.
@@ -186,6 +190,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 	for _, t := range tasks {
 		r.tasks.closed(t)
 		r.log.Info("task closed", "processor", t.id.Processor, "partition", t.id.Partition)
+		r.emit(Event{Kind: EventTaskClosed, Processor: t.id.Processor, Partition: t.id.Partition})
 	}
 }
 

@@ -52,6 +52,13 @@ type Options struct {
 	// events are logged either way).
 	RestoreListener restore.Listener
 
+	// OnEvent receives the runtime's lifecycle events (events.go): running, partitions
+	// assigned, restores, tasks running and closed, aborted transactions, deploys, stopped.
+	// Each is emitted next to the log line it corresponds to, synchronously, from the
+	// runtime's goroutines (several at once): it must not block, and must be safe for
+	// concurrent calls. Default none.
+	OnEvent func(Event)
+
 	// NoSyncCommits leaves commits in Pebble's write-ahead log without fsync, as
 	// store.Settings.SyncCommits=false describes: a killed process may then lose its last
 	// commits (data and checkpoint together) and replay them from the changelogs, possibly all
@@ -397,7 +404,7 @@ func (r *Runtime) connect() error {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
-	listener := multiListener{r.status, r.local, restoreListener{m: r.metrics}}
+	listener := multiListener{r.status, r.local, restoreListener{m: r.metrics}, eventListener{r: r}}
 	if r.opts.RestoreListener != nil {
 		listener = append(listener, r.opts.RestoreListener)
 	}
@@ -406,7 +413,7 @@ func (r *Runtime) connect() error {
 	}
 	// The standby tasks follow their changelogs on a client of their own: a restore of active
 	// tasks never waits for them, nor they for it.
-	r.kafka.followCl, r.kafka.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}}, r.opts.Logger.Named("standby"))
+	r.kafka.followCl, r.kafka.follower, err = r.newRestorer("standby", multiListener{r.status, r.local, restoreListener{m: r.metrics, follow: true}, eventListener{r: r, standby: true}}, r.opts.Logger.Named("standby"))
 	return err
 }
 

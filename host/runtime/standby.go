@@ -97,6 +97,7 @@ func (sb *standbys) apply(ev *standbyEvent) {
 		sb.warmupsAt, sb.askEvery = time.Now(), warmupAskInterval
 		if len(ev.warmups) > 0 {
 			sb.rt.log.Info("warmups assigned: these tasks restore here before they move here", "tasks", describeTasks(ev.warmups))
+			sb.rt.emit(Event{Kind: EventWarmupsAssigned, Tasks: describeTasks(ev.warmups)})
 		}
 	}
 	sb.want, sb.warmups, sb.active = ev.want, ev.warmups, ev.active

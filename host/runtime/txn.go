@@ -171,6 +171,7 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) er
 	}
 	st.begun = time.Now()
 	e.rt.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
+	e.rt.emit(Event{Kind: EventProducerReady, TransactionalID: id})
 	return nil
 }
 
@@ -637,6 +638,7 @@ func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) e
 	default:
 		e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause)
 	}
+	e.rt.emit(Event{Kind: EventTransactionAborted, Reason: why.String(), Error: errorText(cause)})
 	e.rt.drainInbox() // the revoked and lost tasks close; the others revive
 	if e.rt.tasks.closing {
 		return nil // the shutdown closes every task
@@ -673,6 +675,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 	e.rt.metrics.txnAborts.WithLabelValues("reset").Inc()
 	e.rt.log.Warn("transaction aborted", "reason", why.String(), "error", cause, "in_a_row", e.txn.aborts, "broker_unavailable", outage,
 		"action", "closing every task and rejoining the group with a new transactional producer")
+	e.rt.emit(Event{Kind: EventTransactionAborted, Reason: why.String(), Error: errorText(cause), ProducerReset: true})
 	switch {
 	case e.rt.tasks.closing:
 		return fmt.Errorf("runtime: the last transaction aborted (%s): %w", why, cause)
