@@ -6,8 +6,9 @@
 //
 // The commands:
 //
-//	statehost run [--config FILE] [--progress auto|log|off] [--progress-interval DURATION]
+//	statehost run [--config FILE] [--progress auto|log|off] [--progress-interval DURATION] [--events FILE]
 //	    Run the processors described by a configuration file until SIGINT or SIGTERM.
+//	    --events FILE appends the run's lifecycle events to FILE as JSON lines (see Events).
 //	statehost validate [--config FILE]
 //	    Check a configuration file and its plugins without running anything.
 //	statehost deploy [--config FILE] --processor NAME FILE.wasm
@@ -21,10 +22,11 @@
 //	    partition's start and end offsets on the brokers with the lag of the local checkpoint
 //	    behind the end: the records a restore would read. --json prints the same as one JSON
 //	    object.
-//	statehost broker --data-dir DIR [--listen ADDR] [--sync-writes]
+//	statehost broker --data-dir DIR [--listen ADDR] [--sync-writes] [--events FILE]
 //	    Run the embedded Kafka-protocol broker (default address 127.0.0.1:9092), its state
 //	    kept in DIR, until SIGINT or SIGTERM. It logs "broker listening" once it accepts
-//	    connections. Topics are never created on first use.
+//	    connections (and with --events appends a broker_listening event to FILE). Topics are
+//	    never created on first use.
 //	statehost produce [--brokers ADDRS] [--key-separator SEP] TOPIC
 //	    Write each line of standard input to TOPIC as one record (the part before SEP is
 //	    the key) and wait for every acknowledgement. Keyed records go to the partition of
@@ -41,6 +43,23 @@
 //
 // The commands that call the admin API (deploy, query, status) send the configuration's
 // admin token (admin.token, or the STATEHOST_ADMIN_TOKEN environment variable) when it has one.
+//
+// # Events
+//
+// run --events FILE appends an event to FILE for each step of the run's life, one JSON
+// object a line, written as the step's log line is logged:
+//
+//	{"time":"2026-12-03T10:15:02.1Z","kind":"admin_listening","addr":"127.0.0.1:8080"}
+//	{"time":"2026-12-03T10:15:02.3Z","kind":"running"}
+//	{"time":"2026-12-03T10:15:05.4Z","kind":"partitions_assigned","partitions":{"sentences":[0,1]}}
+//	{"time":"2026-12-03T10:15:05.6Z","kind":"task_running","processor":"count","partition":0}
+//	{"time":"2026-12-03T10:16:40.0Z","kind":"stopped"}
+//	{"time":"2026-12-03T10:16:40.1Z","kind":"exited"}
+//
+// The kinds are those of runtime.EventKind, and exited, which run writes last, with the
+// error that ended it ("error"), if any; the README lists each kind's fields. The kinds and
+// fields are kept stable; the log lines' text is free to change. Tools and tests that follow
+// a run read this file, not the logs.
 //
 // # Restore progress
 //

@@ -47,7 +47,7 @@ type command struct {
 
 // commands lists the commands in the order usage shows them.
 var commands = []command{
-	{name: "run", synopsis: "[--config FILE] [--progress auto|log|off] [--progress-interval DURATION]", run: runCmd, ownFlags: true,
+	{name: "run", synopsis: runSynopsis, run: runCmd, ownFlags: true,
 		summary: "Run the processors described by a configuration file until SIGINT or SIGTERM."},
 	{name: "validate", synopsis: "[--config FILE]", run: validateCmd, ownFlags: true,
 		summary: "Check a configuration file and its plugins without running anything."},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -27,17 +28,34 @@ lines print above the bars. Otherwise (or with --progress log) a "restore progre
 logged every --progress-interval per restore that has run that long, with the keys processor,
 store, partition, offset, restored, total, percent, rate (records/s), eta and topic. The
 "restore started" and "restore done" lines are logged in every mode.
+
+With --events FILE, run appends its lifecycle events to FILE (created if needed), one JSON
+object a line, for auditing and automation: the admin listener's address, running,
+partitions assigned, revoked and lost, restores started and done, tasks running and closed,
+transactional producers ready and transactions aborted (exactly-once), warmups, modules
+deployed and refused, stopped, and last "exited" with the error that ended the run, if any.
+Each has "time" and "kind", and the fields of its kind (the README lists them). Unlike the
+log lines, whose text may change, the kinds and fields are kept stable.
 `
 
-const runSynopsis = "[--config FILE] [--progress auto|log|off] [--progress-interval DURATION]"
+const runSynopsis = "[--config FILE] [--progress auto|log|off] [--progress-interval DURATION] [--events FILE]"
+
+// runOptions are the flags of run.
+type runOptions struct {
+	config        string
+	progress      string
+	progressEvery time.Duration
+}
 
 // runCmd is `statehost run [--config FILE]`: it runs the application until SIGINT or
 // SIGTERM, with an embedded broker when kafka.brokers is empty.
 func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "run", runSynopsis, runUsage)
-	path := fs.String("config", "config.hcl", "the application's configuration `file`")
-	progressMode := fs.String("progress", progressAuto, "how restores show their progress: `MODE` auto (bars on a terminal, else log lines), log or off")
-	progressEvery := fs.Duration("progress-interval", defaultProgressInterval, "how often a restore logs a progress line: a `DURATION` such as 5s")
+	var o runOptions
+	fs.StringVar(&o.config, "config", "config.hcl", "the application's configuration `file`")
+	fs.StringVar(&o.progress, "progress", progressAuto, "how restores show their progress: `MODE` auto (bars on a terminal, else log lines), log or off")
+	fs.DurationVar(&o.progressEvery, "progress-interval", defaultProgressInterval, "how often a restore logs a progress line: a `DURATION` such as 5s")
+	eventsPath := fs.String("events", "", "append the lifecycle events to `FILE`, one JSON object a line")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -45,19 +63,32 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 	if len(pos) > 0 {
 		return usageError(fs, "unexpected argument %q", pos[0])
 	}
-	switch *progressMode {
+	switch o.progress {
 	case progressAuto, progressLog, progressOff:
 	default:
-		return usageError(fs, "--progress %q: want auto, log or off", *progressMode)
+		return usageError(fs, "--progress %q: want auto, log or off", o.progress)
 	}
-	if *progressEvery <= 0 {
-		return usageError(fs, "--progress-interval %v: want a positive duration", *progressEvery)
+	if o.progressEvery <= 0 {
+		return usageError(fs, "--progress-interval %v: want a positive duration", o.progressEvery)
 	}
-	cfg, ok := loadConfig(env, *path, config.Options{})
+	events, err := openEventFile(*eventsPath, env.Logger)
+	if err != nil {
+		return failed(env.Logger, "cannot open the events file", err)
+	}
+	code, err = runApp(ctx, env, o, events)
+	events.exited(err)
+	return code
+}
+
+// runApp runs the application of o.config until ctx ends, writing its events to events (nil:
+// none). It returns the exit code and the error that ended the run (nil for a clean stop),
+// which it has printed.
+func runApp(ctx context.Context, env *cliEnv, o runOptions, events *eventFile) (int, error) {
+	cfg, ok := loadConfig(env, o.config, config.Options{})
 	if !ok {
-		return exitFailure
+		return exitFailure, fmt.Errorf("the configuration %s has errors", o.config)
 	}
-	log, progress := newRunProgress(env, *progressMode, *progressEvery)
+	log, progress := newRunProgress(env, o.progress, o.progressEvery)
 	if progress != nil {
 		defer progress.Close()
 	}
@@ -71,7 +102,7 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 		})
 		if err != nil {
 			log.Error("cannot start the embedded broker", "error", err)
-			return 1
+			return 1, fmt.Errorf("cannot start the embedded broker: %w", err)
 		}
 		defer func() {
 			if err := b.Close(); err != nil {
@@ -86,13 +117,16 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 	if progress != nil {
 		opts.RestoreListener = progress
 	}
+	if events != nil {
+		opts.OnEvent = events.write
+	}
 	rt, err := runtime.New(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before the application started", "reason", context.Cause(ctx))
-			return exitOK
+			return exitOK, nil
 		}
-		return reportRunError(env, cfg, err)
+		return reportRunError(env, cfg, err), err
 	}
 	defer rt.Close()
 	if progress != nil {
@@ -110,9 +144,9 @@ func runCmd(ctx context.Context, env *cliEnv, args []string) int {
 		progress.Close() // the bars go before anything is printed below them
 	}
 	if err != nil {
-		return reportRunError(env, cfg, err)
+		return reportRunError(env, cfg, err), err
 	}
-	return exitOK
+	return exitOK, nil
 }
 
 // newRunProgress returns the logger of the run and the progress of its restores for the

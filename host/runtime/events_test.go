@@ -3,7 +3,11 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -178,5 +182,41 @@ func TestEventJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.e) {
 			t.Errorf("json.Unmarshal(%s) = %+v, %v; want %+v", b, back, err, tc.e)
 		}
+	}
+}
+
+// TestEventKindsDocumented checks that the README's reference of the events file names every
+// EventKind constant of events.go.
+func TestEventKindsDocumented(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "events.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "EventKind" {
+				continue
+			}
+			for _, v := range vs.Values {
+				kind := strings.Trim(v.(*ast.BasicLit).Value, `"`)
+				n++
+				if !strings.Contains(string(readme), "`"+kind+"`") {
+					t.Errorf("the README does not name the event kind `%s`", kind)
+				}
+			}
+		}
+	}
+	if n < 15 {
+		t.Errorf("found %d EventKind constants in events.go, want at least 15", n)
 	}
 }
