@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/wordgen"
 )
 
@@ -41,9 +42,10 @@ var (
 // arms a member's session timer only when its JoinGroup response is delivered, so a member
 // killed in that window stays in the group for the whole rebalance timeout (60 s) instead of
 // its session timeout, and stalls the next start that long. An early kill that the app outruns
-// (it logs "running", and joins, before the kill moment) waits for the assignment instead;
-// the line is read from the app's stderr a moment after it is written, so a kill may still,
-// rarely, land in that window (the final run then takes a minute longer, within its bounds).
+// (it writes its running event, and joins, before the kill moment) waits for the assignment
+// instead; the event is read from the app's events file a moment after it is written, so a
+// kill may still, rarely, land in that window (the final run then takes a minute longer,
+// within its bounds).
 const (
 	crashMinEarly       = 20 * time.Millisecond  // a kill after the start: from
 	crashMaxEarly       = 120 * time.Millisecond // to
@@ -71,8 +73,8 @@ type crashRun struct {
 	committed  int64               // sentences committed by the group after the kill
 	produced   int64               // of those produced then
 	phase      string              // what the app was doing when it was killed
-	restored   map[int32]int64     // records of the first "restore done" of each store partition
-	startedAt  map[int32]int64     // offset of the first "restore started" of each store partition
+	restored   map[int32]int64     // records of the first restore_done of each store partition
+	startedAt  map[int32]int64     // offset of the first restore_started of each store partition
 }
 
 func crashLoop(t *testing.T, guarantee string) {
@@ -139,9 +141,9 @@ func crashLoop(t *testing.T, guarantee string) {
 			run.anchor = "the start"
 			run.killAfter = crashMinEarly + time.Duration(rng.Int64N(int64(crashMaxEarly-crashMinEarly)))
 			// A fast machine loads the plugins sooner than the kill moment: once the app
-			// logs "running" it joins the group, and the kill waits for the assignment
-			// instead (see crashMaxEarly).
-			if crashWaitLine(app, "running", time.Until(start.Add(run.killAfter))) {
+			// runs (its running event) it joins the group, and the kill waits for the
+			// assignment instead (see crashMaxEarly).
+			if crashWaitEvent(app, runtime.EventRunning, time.Until(start.Add(run.killAfter))) {
 				crashWaitAssigned(t, app, run, rng)
 			}
 		default:
@@ -186,19 +188,19 @@ func crashLoop(t *testing.T, guarantee string) {
 	t.Logf("%s with %d kills and %d sentences took %v", guarantee, kills, n, time.Since(began).Round(time.Millisecond))
 }
 
-// crashWaitAssigned waits for the app's "partitions assigned" line and makes the run's kill
+// crashWaitAssigned waits for the app's partitions_assigned event and makes the run's kill
 // come a random moment after it.
 func crashWaitAssigned(t *testing.T, app *appProcess, run *crashRun, rng *rand.Rand) {
 	t.Helper()
-	app.waitLog(t, 90*time.Second, "partitions assigned", func() bool { return len(app.logs("partitions assigned")) > 0 })
+	app.waitFor(t, 90*time.Second, "partitions assigned", func() bool { return len(app.events(runtime.EventPartitionsAssigned)) > 0 })
 	run.anchor, run.anchorAt = "its partitions assigned", time.Now()
 	run.killAfter = time.Duration(rng.Int64N(int64(crashMaxAfterAssign)))
 }
 
-// crashWaitLine reports whether the app logs msg within d, or has already.
-func crashWaitLine(app *appProcess, msg string, d time.Duration) bool {
+// crashWaitEvent reports whether the app writes an event of the kind within d, or has already.
+func crashWaitEvent(app *appProcess, kind runtime.EventKind, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for len(app.logs(msg)) == 0 {
+	for len(app.events(kind)) == 0 {
 		if !time.Now().Before(deadline) {
 			return false
 		}
@@ -207,15 +209,15 @@ func crashWaitLine(app *appProcess, msg string, d time.Duration) bool {
 	return true
 }
 
-// crashPhase says what the app was doing from its logs: "starting" before its "running" line,
+// crashPhase says what the app was doing from its events: "starting" before running,
 // "joining" until it is assigned partitions (the group waits for the session of the killed
 // member to time out), "restoring" until every count task restored its store and every task
 // runs, "processing" after.
 func crashPhase(app *appProcess) string {
 	switch {
-	case len(app.logs("running")) == 0:
+	case len(app.events(runtime.EventRunning)) == 0:
 		return "starting"
-	case len(app.logs("partitions assigned")) == 0:
+	case len(app.events(runtime.EventPartitionsAssigned)) == 0:
 		return "joining"
 	}
 	_, done := app.restores()
@@ -224,7 +226,7 @@ func crashPhase(app *appProcess) string {
 		restored[l.Partition] = true
 	}
 	running := map[string]bool{}
-	for _, l := range app.logs("task running") {
+	for _, l := range app.events(runtime.EventTaskRunning) {
 		running[taskName(l.Processor, l.Partition)] = true
 	}
 	if len(restored) < crashPartition || len(running) < e2eTasks {
@@ -233,7 +235,7 @@ func crashPhase(app *appProcess) string {
 	return "processing"
 }
 
-// crashCheckRestores reads the restores of the store counts that the run logged and checks each
+// crashCheckRestores reads the restores of the store counts of the run's events and checks each
 // completed one against the changelog tail computed before the run started: it restored at
 // most the tail, and it started after the exported checkpoint. Only the first restore of each
 // partition in a run is compared: a later one would follow records processed in the run.

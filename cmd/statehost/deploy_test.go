@@ -209,11 +209,17 @@ func TestE2EDeploy(t *testing.T) {
 			t.Errorf("deploy %s to %s: got %v\nwant exit %d, stdout %q, stderr with %q", tc.file, tc.processor, r, tc.exit, tc.stdout, tc.stderr)
 		}
 	}
-	if n := len(app.logs("module deployed")); n != 1 {
-		t.Errorf("the app logged \"module deployed\" %d times, want 1", n)
+	switched := 0
+	for _, e := range app.events(runtime.EventModuleDeployed) {
+		if e.Error == "" && e.Processor == "count" {
+			switched++
+		}
 	}
-	if n := len(app.logs("module refused")); n != 2 {
-		t.Errorf("the app logged \"module refused\" %d times, want 2", n)
+	if n := len(app.events(runtime.EventModuleDeployed)); n != 1 || switched != 1 {
+		t.Errorf("the app wrote %d module_deployed events, %d of count without an error; want 1", n, switched)
+	}
+	if n := len(app.events(runtime.EventModuleRefused)); n != 2 {
+		t.Errorf("the app wrote %d module_refused events, want 2", n)
 	}
 
 	lines, ref := wordgen.Sentences(500, 4)

@@ -77,7 +77,7 @@ type appOptions struct {
 	commitInterval  time.Duration // 0: the guarantee's default
 	sessionTimeout  time.Duration // 0: the default
 	loggingDisabled bool
-	admin           bool  // an admin listener on a free port of 127.0.0.1 (logged: "admin listening"); false: none
+	admin           bool  // an admin listener on a free port of 127.0.0.1 (its admin_listening event); false: none
 	standbyReplicas int   // standby_replicas; 0: the default (none)
 	recoveryLag     int64 // acceptable_recovery_lag; 0: the default
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 	"github.com/statehost/statehost/store"
@@ -40,8 +41,8 @@ func TestE2EWordCount(t *testing.T) {
 	bin, addr, cfg, _ := e2eSetup(t, true)
 	app := startApp(t, bin, cfg, "app")
 	app.waitTasks(t, 60*time.Second)
-	if l := app.logs("running"); len(l) != 1 || l[0].Module != "statehost.runtime" {
-		t.Errorf("\"running\" lines: %+v, want one from statehost.runtime", l)
+	if es := app.events(runtime.EventRunning); len(es) != 1 {
+		t.Errorf("running events: %+v, want one", es)
 	}
 
 	lines, ref := wordgen.Sentences(3000, 1)
@@ -88,7 +89,7 @@ func TestE2EKillDeleteStateRestore(t *testing.T) {
 	t.Logf("the restarted app ran its tasks after %v, having restored %d records", time.Since(restart).Round(time.Millisecond), app.restoredRecords())
 	started, done := app.restores()
 	if len(done) != len(ends) {
-		t.Errorf("%d \"restore done\" lines, want one per changelog partition (%d)", len(done), len(ends))
+		t.Errorf("%d restore_done events, want one per changelog partition (%d)", len(done), len(ends))
 	}
 	for _, l := range started {
 		if l.Offset != 0 || l.EndOffset != ends[l.Partition] {
@@ -166,7 +167,7 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 	}
 	started, done := app.restores()
 	if len(started) != len(cleanEnds) || len(done) != len(cleanEnds) {
-		t.Errorf("%d \"restore started\" and %d \"restore done\" lines, want %d each", len(started), len(done), len(cleanEnds))
+		t.Errorf("%d restore_started and %d restore_done events, want %d each", len(started), len(done), len(cleanEnds))
 	}
 	for _, l := range started {
 		if end := cleanEnds[l.Partition]; l.Offset != end || l.EndOffset != end {
@@ -202,7 +203,7 @@ func TestE2ECleanRestartReplaysOnlyTail(t *testing.T) {
 	}
 	started, _ = app.restores()
 	if len(started) != len(ends) {
-		t.Errorf("%d \"restore started\" lines, want %d", len(started), len(ends))
+		t.Errorf("%d restore_started events, want %d", len(started), len(ends))
 	}
 	for _, l := range started {
 		if ends[l.Partition] > 0 && l.Offset < cleanEnds[l.Partition] {
@@ -440,8 +441,8 @@ func TestE2EStateDirLocked(t *testing.T) {
 		t.Errorf("second app on the same state directory exited %d, want 1", code)
 	}
 	msg := "state directory " + appStateDir(dir) + " is used by another statehost process"
-	if !strings.Contains(second.stderr.String(), msg) {
-		t.Errorf("second app's stderr lacks %q:\n%s", msg, second.stderr.String())
+	if _, got := second.stoppedError(t); !strings.Contains(got, msg) {
+		t.Errorf("second app's exited event has the error %q, want one with %q", got, msg)
 	}
 
 	if first.exited() {
@@ -450,7 +451,7 @@ func TestE2EStateDirLocked(t *testing.T) {
 	lines, ref := wordgen.Sentences(500, 8)
 	produceLines(t, bin, addr, "sentences", lines)
 	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
-	if n := len(first.logs("task running")); n != e2eTasks {
+	if n := len(first.events(runtime.EventTaskRunning)); n != e2eTasks {
 		t.Errorf("the first app started tasks %d times, want %d: it was disturbed", n, e2eTasks)
 	}
 	stopClean(t, first)

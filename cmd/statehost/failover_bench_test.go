@@ -158,8 +158,8 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 	f.failover = time.Since(killAt)
 	to := takeoverOf(b, survivor, victim, parts)
 	f.assigned, f.restored, f.restores = to.assigned+victim.killedAt.Sub(killAt), to.status, to.restores
-	if to.logged != to.status {
-		b.Logf("%s: the status says the takeover restored %d records, the logs %d (a restore begun again?)", survivor.name, to.status, to.logged)
+	if to.events != to.status {
+		b.Logf("%s: the status says the takeover restored %d records, the events %d (a restore begun again?)", survivor.name, to.status, to.events)
 	}
 	survivor.killNow(b)
 	return f

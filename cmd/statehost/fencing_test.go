@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/wordgen"
 )
 
@@ -65,16 +66,16 @@ type fencingCase struct {
 // frozen.
 func (c fencingCase) timesOut() bool { return c.pause > fencingTxnTimeout }
 
-// fenceRunning returns the tasks ("tokenize_0") that run according to lines: logged "task
-// running" and not "task closed" since.
-func fenceRunning(lines []logLine) map[string]bool {
+// fenceRunning returns the tasks ("tokenize_0") that run according to events: a task_running
+// and no task_closed since.
+func fenceRunning(events []runtime.Event) map[string]bool {
 	running := map[string]bool{}
-	for _, l := range lines {
-		id := taskName(l.Processor, l.Partition)
-		switch l.Message {
-		case "task running":
+	for _, e := range events {
+		id := taskName(e.Processor, e.Partition)
+		switch e.Kind {
+		case runtime.EventTaskRunning:
 			running[id] = true
-		case "task closed":
+		case runtime.EventTaskClosed:
 			delete(running, id)
 		}
 	}
@@ -90,14 +91,11 @@ func fenceTaskInput(task string) string {
 	return e2eRepart + "/" + part
 }
 
-// fenceAssigned returns the partitions ("sentences/0") of the "partitions assigned" lines.
-func fenceAssigned(lines []logLine) map[string]bool {
+// fenceAssigned returns the partitions ("sentences/0") of the partitions_assigned events.
+func fenceAssigned(events []runtime.Event) map[string]bool {
 	out := map[string]bool{}
-	for _, l := range lines {
-		if l.Message != "partitions assigned" {
-			continue
-		}
-		for topic, ps := range l.partitions() {
+	for _, e := range ofKinds(events, runtime.EventPartitionsAssigned) {
+		for topic, ps := range e.Partitions {
 			for _, p := range ps {
 				out[fmt.Sprintf("%s/%d", topic, p)] = true
 			}
@@ -208,14 +206,14 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	mark("A runs the %d tasks", e2eTasks)
 	t.Cleanup(func() { syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT) }) // before the kill
 	var txnA string
-	for _, l := range a.logs("") {
-		if l.Message == "exactly-once: transactional producer ready" && l.TxnID != "" {
-			txnA = l.TxnID
+	for _, e := range a.events(runtime.EventProducerReady) {
+		if e.TransactionalID != "" {
+			txnA = e.TransactionalID
 			break
 		}
 	}
 	if txnA == "" {
-		t.Fatal("A logged no \"exactly-once: transactional producer ready\" with its transactional_id")
+		t.Fatal("A wrote no producer_ready event with its transactional id")
 	}
 
 	all, _ := wordgen.Sentences(200000, 13)
@@ -227,11 +225,11 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	b := startFencingApp(t, bin, cfgB, "instance B")
 	mark("B started")
 	var ownedA, ownedB map[string]bool
-	a.waitLog(t, 90*time.Second, "the tasks shared by A and B", func() bool {
+	a.waitFor(t, 90*time.Second, "the tasks shared by A and B", func() bool {
 		if b.exited() {
 			t.Fatalf("B exited %d", b.code)
 		}
-		ownedA, ownedB = fenceRunning(a.logs("")), fenceRunning(b.logs(""))
+		ownedA, ownedB = fenceRunning(a.events()), fenceRunning(b.events())
 		if len(ownedA) == 0 || len(ownedB) == 0 || len(ownedA)+len(ownedB) != e2eTasks {
 			return false
 		}
@@ -249,17 +247,18 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	// inside a transaction it had begun there (partitions added: A was committing); if not, A
 	// is resumed at once and frozen again.
 	var (
-		nB, nA int
+		nB, nA int // events of B and A so far
+		logsA  int // log lines of A so far
 		paused time.Time
 		frozen kadm.DescribedTransaction
 		misses int
 	)
 	for attempt := 1; ; attempt++ {
-		if len(fenceRunning(a.logs(""))) == 0 {
+		if len(fenceRunning(a.events())) == 0 {
 			t.Fatal("A runs no task any more before the pause")
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(100 * time.Millisecond))))
-		nB = len(b.logs(""))
+		nB = len(b.events())
 		if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -276,8 +275,8 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 			inside = c.timesOut() == expires.Before(paused.Add(c.pause))
 		}
 		if inside {
-			time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its log
-			nA = len(a.logs(""))
+			time.Sleep(200 * time.Millisecond) // what A wrote before it froze reaches its files
+			nA, logsA = len(a.events()), len(a.logLines())
 			break
 		}
 		if attempt == fencingFreezeAttempts {
@@ -289,7 +288,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		misses++
 	}
 	mark("A frozen inside its transaction after %d freezes outside one", misses)
-	ownedA = fenceRunning(a.logs(""))
+	ownedA = fenceRunning(a.events())
 	if len(ownedA) == 0 {
 		t.Fatal("A runs no task any more before the pause")
 	}
@@ -304,9 +303,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 
 	var assignedAt, takenAt, abortedAt time.Duration
 	for {
-		linesB := b.logs("")[nB:]
+		eventsB := b.events()[nB:]
 		if assignedAt == 0 {
-			got := fenceAssigned(linesB)
+			got := fenceAssigned(eventsB)
 			covered := true
 			for tp := range lostParts {
 				covered = covered && got[tp]
@@ -316,7 +315,7 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 				mark("B was assigned A's partitions %v after %v", slices.Sorted(maps.Keys(lostParts)), assignedAt.Round(time.Millisecond))
 			}
 		}
-		if takenAt == 0 && len(fenceRunning(b.logs(""))) == e2eTasks {
+		if takenAt == 0 && len(fenceRunning(b.events())) == e2eTasks {
 			takenAt = time.Since(paused)
 			mark("B runs the %d tasks, %v after the pause", e2eTasks, takenAt.Round(time.Millisecond))
 		}
@@ -355,9 +354,11 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 		t.Errorf("A's transaction did not stay open while A was frozen: %s (frozen at epoch %d)", fenceTxnString(before), frozen.ProducerEpoch)
 	}
 
-	nA2 := len(a.logs(""))
-	if nA2 != nA {
-		t.Errorf("A logged %d lines while frozen", nA2-nA)
+	if n := len(a.events()) - nA; n != 0 {
+		t.Errorf("A wrote %d events while frozen", n)
+	}
+	if n := len(a.logLines()) - logsA; n != 0 {
+		t.Errorf("A logged %d lines while frozen", n)
 	}
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -365,39 +366,30 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	resumed := time.Now()
 	mark("SIGCONT A after %v frozen; %d sentences produced", resumed.Sub(paused).Round(time.Millisecond), len(prod.records()))
 
-	// The zombie finds out: its commit is refused ("transaction aborted"), or the group
-	// tells it that its partitions are gone ("partitions lost").
-	fenced := func() []logLine {
-		var out []logLine
-		for _, l := range a.logs("")[nA:] {
-			if l.Message == "transaction aborted" || l.Message == "partitions lost" {
-				out = append(out, l)
-			}
-		}
-		return out
+	// The zombie finds out: its commit is refused (transaction_aborted), or the group tells it
+	// that its partitions are gone (partitions_lost).
+	fenced := func() []runtime.Event {
+		return ofKinds(a.events()[nA:], runtime.EventTransactionAborted, runtime.EventPartitionsLost)
 	}
 	// Past the timeout, A must report the aborted transaction (checked below), which may come
-	// some time after "partitions lost": wait for that line itself.
-	reported := func(found []logLine) bool {
+	// some time after partitions_lost: wait for that event itself.
+	reported := func(found []runtime.Event) bool {
 		if !c.timesOut() {
 			return len(found) > 0
 		}
-		return slices.ContainsFunc(found, func(l logLine) bool { return l.Message == "transaction aborted" })
+		return len(ofKinds(found, runtime.EventTransactionAborted)) > 0
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for !reported(fenced()) && !a.exited() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // both lines come when both do (shown below, not checked)
+	time.Sleep(time.Second) // both events come when both do (shown below, not checked)
 	found := fenced()
-	for _, l := range found {
-		mark("A logged %q (%s): reason=%v error=%v partitions=%s action=%q", l.Message, l.Level, l.Reason, l.Error, l.Partitions, l.Action)
-		if l.Message == "transaction aborted" && l.Level != "warn" {
-			t.Errorf("\"transaction aborted\" logged at level %q, want warn", l.Level)
-		}
+	for _, e := range found {
+		mark("A: %s: reason=%v error=%v partitions=%v producer_reset=%v", e.Kind, e.Reason, e.Error, e.Partitions, e.ProducerReset)
 	}
 	if len(found) == 0 {
-		t.Errorf("A logged neither \"transaction aborted\" nor \"partitions lost\" after SIGCONT (within %v, or before it exited)",
+		t.Errorf("A wrote neither transaction_aborted nor partitions_lost after SIGCONT (within %v, or before it exited)",
 			time.Since(resumed).Round(time.Millisecond))
 	}
 
@@ -412,9 +404,9 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	deadline = time.Now().Add(90 * time.Second)
 	rejoined := false
 	for !a.exited() {
-		if slices.ContainsFunc(a.logs("")[nA:], func(l logLine) bool { return l.Message == "task running" }) {
+		if len(ofKinds(a.events()[nA:], runtime.EventTaskRunning)) > 0 {
 			rejoined = true
-			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(a.logs("")))))
+			mark("A runs tasks again: %v", slices.Sorted(maps.Keys(fenceRunning(a.events()))))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -431,33 +423,23 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 			t.Errorf("A exited 0 after SIGCONT, want it to rejoin the group with a new transactional producer and run tasks again")
 		}
 	}
-	fenceLogResumed(t, a, nA, resumed)
+	fenceLogResumed(t, a, logsA, resumed)
 
 	if c.timesOut() {
 		// A's producer was fenced: it must have found out through an aborted transaction,
 		// reset (a new transactional producer) or ordinary.
-		var aborted []logLine
-		for _, l := range found {
-			if l.Message == "transaction aborted" {
-				aborted = append(aborted, l)
-			}
-		}
+		aborted := ofKinds(found, runtime.EventTransactionAborted)
 		switch {
 		case len(aborted) == 0:
-			t.Errorf("A's producer was fenced, but A logged no \"transaction aborted\" after SIGCONT")
-		case slices.ContainsFunc(aborted, func(l logLine) bool { return l.Action != "" }):
-			mark("A reset its fenced transactional producer (\"transaction aborted\" with an action)")
+			t.Errorf("A's producer was fenced, but A wrote no transaction_aborted after SIGCONT")
+		case slices.ContainsFunc(aborted, func(e runtime.Event) bool { return e.ProducerReset }):
+			mark("A reset its fenced transactional producer (transaction_aborted with producer_reset)")
 		default:
 			mark("A handled its fenced producer as an ordinary abort")
 		}
 		if rejoined {
-			ready := 0
-			for _, l := range a.logs("")[nA:] {
-				if l.Message == "exactly-once: transactional producer ready" {
-					ready++
-				}
-			}
-			mark("A logged \"exactly-once: transactional producer ready\" %d times after SIGCONT; its transactional id on the broker: %s",
+			ready := len(ofKinds(a.events()[nA:], runtime.EventProducerReady))
+			mark("A wrote producer_ready %d times after SIGCONT; its transactional id on the broker: %s",
 				ready, fenceTxnString(fenceDescribeTxn(t, adm, txnA)))
 		}
 	}
@@ -470,11 +452,11 @@ func testFencingPause(t *testing.T, bin string, c fencingCase) {
 	}
 	crashWaitProcessed(t, addr, e2eApp, 120*time.Second, "sentences", e2eRepart)
 	mark("the group processed all its input: A runs %v, B runs %v",
-		slices.Sorted(maps.Keys(fenceRunning(a.logs("")))), slices.Sorted(maps.Keys(fenceRunning(b.logs("")))))
+		slices.Sorted(maps.Keys(fenceRunning(a.events()))), slices.Sorted(maps.Keys(fenceRunning(b.events()))))
 
 	for _, p := range []*appProcess{a, b} {
 		warns := map[string]int{}
-		for _, l := range p.logs("") {
+		for _, l := range p.logLines() {
 			if l.Level == "warn" || l.Level == "error" {
 				if warns[l.Message]++; warns[l.Message] <= 3 {
 					t.Logf("%s: %s", p.name, l.raw)
@@ -517,7 +499,7 @@ func fenceLogResumed(t *testing.T, a *appProcess, from int, resumed time.Time) {
 	t.Helper()
 	const most = 60
 	shown, skipped := 0, 0
-	for _, l := range a.logs("")[from:] {
+	for _, l := range a.logLines()[from:] {
 		if l.Level == "debug" || l.Level == "trace" {
 			continue
 		}

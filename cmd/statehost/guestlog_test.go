@@ -43,7 +43,7 @@ func TestGuestLogFlood(t *testing.T) {
 	// The lines dropped and the lines logged are the 2,000,000 the guest wrote.
 	logged := func() int {
 		n := 0
-		for _, l := range p.logs("") {
+		for _, l := range p.logLines() {
 			if strings.HasPrefix(l.Message, "hostile log line ") || strings.HasPrefix(l.Message, "hostile stderr line ") {
 				n++
 			}
@@ -121,7 +121,7 @@ func TestGoCrashOneEntry(t *testing.T) {
 
 	var noise, crashes, other int
 	var crash string
-	for _, e := range p.logs("") {
+	for _, e := range p.logLines() {
 		if e.Stream != "stderr" {
 			continue
 		}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -28,8 +26,8 @@ import (
 
 // The harness of the process tests: the one set of helpers that start a broker and the
 // statehost program as processes, make clients of the broker, produce in the background and
-// read what the processes wrote. The reading of the processes' log lines is in
-// harness_logs_test.go, in one place.
+// read what the processes wrote. The reading of the processes' events is in
+// harness_events_test.go, in one place; of their log lines in harness_logs_test.go.
 
 var (
 	binaryOnce sync.Once
@@ -88,7 +86,7 @@ type brokerOptions struct {
 }
 
 // startBroker starts a broker, the one way the tests do: `statehost broker` (kfake), its
-// address once it logged "broker listening"; or, with STATEHOST_TEST_KAFKA=1 (unless o.kfake),
+// address that of its broker_listening event; or, with STATEHOST_TEST_KAFKA=1 (unless o.kfake),
 // an Apache Kafka cluster (scripts/kafka) of 3 nodes (STATEHOST_TEST_KAFKA_NODES=1: of 1), its
 // address the first node's: the clients find the others from it. The test's cleanup kills the
 // process (or stops the cluster), and logs its stderr when the test failed.
@@ -123,39 +121,34 @@ func startBroker(t testing.TB, o brokerOptions) *brokerProcess {
 }
 
 // tryStartBroker is startBroker's start of `statehost broker` on addr with the data directory
-// dir, which waits 20 s for its "broker listening" line (of that directory).
+// dir, which waits 20 s for its broker_listening event.
 func tryStartBroker(t testing.TB, bin, dir, addr string) (*brokerProcess, error) {
-	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
+	events := newEventLog(t)
+	cmd := exec.Command(bin, "broker", "--listen", addr, "--data-dir", dir, "--log-json", "--events", events.path)
+	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &p.log, &p.log
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &brokerProcess{cmd: cmd, done: make(chan error, 1)}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			fmt.Fprintf(&p.log, "%s\n", sc.Bytes())
-			if line, ok := parseLogLine(sc.Text()); ok && line.Message == "broker listening" && line.DataDir == dir {
-				listening <- line.Addr
-			}
+	go func() { p.done <- cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if es := ofKinds(events.all(), eventBrokerListening); len(es) > 0 {
+			p.addr = es[0].Addr
+			break
 		}
-		io.Copy(&p.log, stderr)
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case p.addr = <-listening:
-	case err := <-p.done:
-		return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-p.done
-		return nil, fmt.Errorf("did not log \"broker listening\" within 20s")
+		select {
+		case err := <-p.done:
+			return nil, fmt.Errorf("exited before listening (%v): %s", err, strings.TrimSpace(p.log.String()))
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-p.done
+			return nil, fmt.Errorf("wrote no broker_listening event within 20s")
+		}
 	}
 	t.Cleanup(func() {
+		events.check(t)
 		if p.cmd.ProcessState == nil {
 			p.cmd.Process.Kill()
 			<-p.done
@@ -242,23 +235,26 @@ func testClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// appProcess is `statehost run` running as a process, its logs JSON lines.
+// appProcess is `statehost run` running as a process, its logs JSON lines, its events in a
+// file of its own.
 type appProcess struct {
 	name   string
 	cmd    *exec.Cmd
 	stderr syncBuffer
+	evlog  *eventLog // its --events file
 	done   chan struct{}
 	code   int // the exit code once done is closed; -1 when a signal ended it
 
 	logFile string // where a failed test writes stderr; "": the test log
 }
 
-// startApp starts `statehost run --config cfg --log-json [args]`. Cleanup kills it if it
-// still runs, and logs its stderr (or writes it to p.logFile when set) if the test failed.
+// startApp starts `statehost run --config cfg --log-json --events FILE [args]`, FILE a new
+// temporary file. Cleanup kills it if it still runs, checks that FILE holds only events, and
+// logs its stderr (or writes it to p.logFile when set) if the test failed.
 func startApp(t testing.TB, bin, cfg, name string, args ...string) *appProcess {
 	t.Helper()
-	p := &appProcess{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json"}, args...)...)
+	p := &appProcess{name: name, done: make(chan struct{}), evlog: newEventLog(t)}
+	p.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--log-json", "--events", p.evlog.path}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -279,6 +275,7 @@ func startApp(t testing.TB, bin, cfg, name string, args ...string) *appProcess {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
+		p.evlog.check(t)
 		switch {
 		case !t.Failed():
 		case p.logFile != "":
@@ -322,14 +319,15 @@ func (p *appProcess) wait(t testing.TB, timeout time.Duration) int {
 	}
 }
 
-// stopClean sends SIGTERM to the app and expects exit 0 after a "stopped" log line.
+// stopClean sends SIGTERM to the app and expects exit 0 after one stopped event without an
+// error.
 func stopClean(t *testing.T, app *appProcess) {
 	t.Helper()
 	if code := app.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("%s exited %d after SIGTERM, want 0", app.name, code)
 	}
-	if len(app.logs("stopped")) != 1 {
-		t.Errorf("%s did not log \"stopped\" once", app.name)
+	if es := app.events(runtime.EventStopped); len(es) != 1 || es[0].Error != "" {
+		t.Errorf("%s wrote the stopped events %+v, want one without an error", app.name, es)
 	}
 }
 

@@ -75,7 +75,7 @@ func metric(t testing.TB, addr, name, labels string) float64 {
 // first, or after 90 s.
 func (p *appProcess) waitMetric(t testing.TB, addr, name, labels string, want float64) {
 	t.Helper()
-	p.waitLog(t, 90*time.Second, fmt.Sprintf("%s{%s} = %v", name, labels, want), func() bool {
+	p.waitFor(t, 90*time.Second, fmt.Sprintf("%s{%s} = %v", name, labels, want), func() bool {
 		return metric(t, addr, name, labels) == want
 	})
 }
@@ -89,7 +89,7 @@ func (p *appProcess) waitCommittedRunning(t testing.TB, addr, group, topic strin
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ends := topicEnds(t, addr, topic)
-	p.waitLog(t, 90*time.Second, "the offsets of "+topic+" committed to their end", func() bool {
+	p.waitFor(t, 90*time.Second, "the offsets of "+topic+" committed to their end", func() bool {
 		resp, err := adm.FetchOffsets(t.Context(), group)
 		if err != nil {
 			return false

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/kafkacluster"
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -91,7 +92,7 @@ func brokerOutage(t *testing.T, guarantee string) {
 		waitProgress(t, app, addr, inputCommitted(t, addr), 20*time.Second)
 		down := time.Now()
 		what := ph.halt()
-		logsAt := len(app.logs(""))
+		logsAt := len(app.logLines())
 		if ph.partial {
 			// What is left of the cluster serves the app: it commits new input meanwhile.
 			waitProgress(t, app, addr, inputCommitted(t, addr), 60*time.Second)
@@ -109,7 +110,7 @@ func brokerOutage(t *testing.T, guarantee string) {
 		// The app works again: it commits input produced after the restart.
 		waitProgress(t, app, addr, inputCommitted(t, addr), 40*time.Second)
 		t.Logf("outage %d (%s): away %v; the app committed new input %v after the restart; it logged %d warnings and errors meanwhile",
-			i+1, what, up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond), warnings(app.logs("")[logsAt:]))
+			i+1, what, up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond), warnings(app.logLines()[logsAt:]))
 	}
 	produced := values(prod.finish(t, 60*time.Second))
 	if len(produced) == len(lines) {
@@ -128,8 +129,8 @@ func brokerOutage(t *testing.T, guarantee string) {
 		t.Fatalf("the app exited %d", app.code)
 	}
 	stopClean(t, app.appProcess)
-	t.Logf("%d sentences acknowledged to the producer, %d in the topic (%d words, %d distinct); the app logged \"task running\" %d times",
-		len(produced), len(sentences), wordCount(ref), len(ref), len(app.logs("task running")))
+	t.Logf("%d sentences acknowledged to the producer, %d in the topic (%d words, %d distinct); the app started tasks %d times",
+		len(produced), len(sentences), wordCount(ref), len(ref), len(app.events(runtime.EventTaskRunning)))
 	if len(sentences) < len(produced) {
 		t.Errorf("the broker lost sentences: %d acknowledged, %d in the topic", len(produced), len(sentences))
 	}

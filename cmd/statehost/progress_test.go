@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/restore"
 )
 
@@ -342,7 +343,8 @@ func TestRunProgressProcess(t *testing.T) {
 
 	// Under a terminal: bars.
 	began = time.Now()
-	cmd := exec.Command(bin, "run", "--config", cfg)
+	events := newEventLog(t)
+	cmd := exec.Command(bin, "run", "--config", cfg, "--events", events.path)
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +356,16 @@ func TestRunProgressProcess(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	screen := func() string { return ansi.ReplaceAllString(shown.String(), "") }
 	deadline := time.Now().Add(60 * time.Second)
-	for strings.Count(screen(), "restore done: processor=count store=counts") < 3 {
+	restored := func() int {
+		n := 0
+		for _, e := range ofKinds(events.all(), runtime.EventRestoreDone) {
+			if e.Processor == "count" && e.Store == "counts" {
+				n++
+			}
+		}
+		return n
+	}
+	for restored() < 3 {
 		select {
 		case err := <-exited:
 			t.Fatalf("statehost run exited: %v\n%s", err, screen())
@@ -378,12 +389,13 @@ func TestRunProgressProcess(t *testing.T) {
 	}
 	ptmx.Close()
 	<-done
+	events.check(t)
 	out := screen()
 	bar := regexp.MustCompile(`count/counts p[0-2] +\[[=>-]+\] +[0-9.]+k of 300\.0k +[0-9]+% +[0-9.k]+/s +eta `)
 	if !bar.MatchString(out) {
 		t.Errorf("no progress bar of the store counts on the terminal:\n%s", out)
 	}
-	if strings.Contains(out, `"@message"`) || !strings.Contains(out, "[INFO]  statehost.runtime: task running:") {
+	if strings.Contains(out, `"@message"`) || !strings.Contains(out, "[INFO]  statehost.runtime: ") {
 		t.Errorf("the logs on the terminal are not text lines:\n%s", out)
 	}
 	if t.Failed() {
@@ -399,7 +411,7 @@ func TestRunProgressProcess(t *testing.T) {
 	}
 	began = time.Now()
 	app := startApp(t, bin, cfg, "log", "--progress-interval", "200ms")
-	app.waitLog(t, 60*time.Second, "the restores of counts", func() bool {
+	app.waitFor(t, 60*time.Second, "the restores of counts", func() bool {
 		_, done := app.restores()
 		return len(done) == 3
 	})
@@ -408,7 +420,10 @@ func TestRunProgressProcess(t *testing.T) {
 		t.Fatalf("run without a terminal exited %d", code)
 	}
 	var progress int
-	for _, l := range app.logs("restore progress") {
+	for _, l := range app.logLines() {
+		if l.Message != "restore progress" { // the log line that this test tests
+			continue
+		}
 		if l.Module != "statehost.restore" || l.Processor != "count" || l.Store != "counts" {
 			t.Errorf("progress line of %+v", l)
 		}

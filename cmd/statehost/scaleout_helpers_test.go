@@ -20,9 +20,9 @@ import (
 // arrives; TestStandbyFailoverKill kills an instance whose tasks have standby copies on the
 // other; BenchmarkFailover measures what the standbys save on such a failover.
 //
-// Who runs what is read from each instance's GET /v1/status, and from its logs: a task is owned
-// by an instance from the "partitions assigned" line that gives it its input partition to its
-// "task closed" line (or the instance's death), and two instances never own a task at once.
+// Who runs what is read from each instance's GET /v1/status, and from its events: a task is
+// owned by an instance from the partitions_assigned event that gives it its input partition to
+// its task_closed (or the instance's death), and two instances never own a task at once.
 
 const (
 	// scaleRecoveryLag is the acceptable_recovery_lag of TestScaleOutAndIn: below the changelog
@@ -252,10 +252,10 @@ func checkGroupAssignment(t testing.TB, addr string, pl placement) {
 	}
 }
 
-// inputTasks returns the tasks that read the partitions of a "partitions ..." line.
-func inputTasks(l logLine) []string {
+// inputTasks returns the tasks that read the partitions of a partitions_... event.
+func inputTasks(e runtime.Event) []string {
 	var out []string
-	for topic, ps := range l.partitions() {
+	for topic, ps := range e.Partitions {
 		for _, p := range ps {
 			switch topic {
 			case "sentences":
@@ -274,10 +274,10 @@ type ownership struct {
 	from, till time.Time // till: zero while it owns the task
 }
 
-// ownerships returns, per task, the times that the instances owned it according to their logs:
-// from the "partitions assigned" line with the task's input partition (or its "task running"
-// line, if the task was closed and opened again without a new assignment) to its "task closed"
-// line, or the instance's death.
+// ownerships returns, per task, the times that the instances owned it according to their
+// events: from the partitions_assigned with the task's input partition (or its task_running,
+// if the task was closed and opened again without a new assignment) to its task_closed, or the
+// instance's death.
 func ownerships(ins ...*instance) map[string][]ownership {
 	out := map[string][]ownership{}
 	for _, in := range ins {
@@ -287,18 +287,18 @@ func ownerships(ins ...*instance) map[string][]ownership {
 				open[id] = at
 			}
 		}
-		for _, l := range in.logs("") {
-			switch l.Message {
-			case "partitions assigned":
-				for _, id := range inputTasks(l) {
-					begin(id, l.Time)
+		for _, e := range in.events() {
+			switch e.Kind {
+			case runtime.EventPartitionsAssigned:
+				for _, id := range inputTasks(e) {
+					begin(id, e.Time)
 				}
-			case "task running":
-				begin(taskName(l.Processor, l.Partition), l.Time)
-			case "task closed":
-				id := taskName(l.Processor, l.Partition)
+			case runtime.EventTaskRunning:
+				begin(taskName(e.Processor, e.Partition), e.Time)
+			case runtime.EventTaskClosed:
+				id := taskName(e.Processor, e.Partition)
 				if from, ok := open[id]; ok {
-					out[id] = append(out[id], ownership{in.name, from, l.Time})
+					out[id] = append(out[id], ownership{in.name, from, e.Time})
 					delete(open, id)
 				}
 			}

@@ -78,12 +78,12 @@ func TestScaleOutAndIn(t *testing.T) {
 	}
 	var warmups []string
 	for _, in := range []*instance{b, c} {
-		for _, l := range in.logs("warmups assigned: these tasks restore here before they move here") {
-			warmups = append(warmups, fmt.Sprintf("%s: %v", in.name, l.Tasks))
+		for _, e := range in.events(runtime.EventWarmupsAssigned) {
+			warmups = append(warmups, fmt.Sprintf("%s: %v", in.name, e.Tasks))
 		}
 	}
 	if len(warmups) == 0 {
-		t.Error("no newcomer logged warmups: the count tasks moved with changelogs beyond acceptable_recovery_lag")
+		t.Error("no newcomer was assigned warmups: the count tasks moved with changelogs beyond acceptable_recovery_lag")
 	}
 	t.Logf("warmups: %v; records restored by instance b: %d, by c: %d", warmups, b.restoredRecords(), c.restoredRecords())
 	// Some input on three instances.
@@ -179,7 +179,7 @@ func victimOf(pl placement, ends map[int32]int64, ins ...*instance) (victim, sur
 // takeover is what a survivor restored for the count tasks it took over, after a kill.
 type takeover struct {
 	status   int64         // records restored by the tasks' active restores, from /v1/status
-	logged   int64         // from the "restore done" lines logged after the kill
+	events   int64         // from the restore_done events after the kill
 	restores []string      // each restore, for the log
 	assigned time.Duration // from the kill to the survivor's first assignment after it
 }
@@ -202,13 +202,13 @@ func takeoverOf(t testing.TB, survivor, victim *instance, parts []int32) takeove
 			to.restores = append(to.restores, fmt.Sprintf("count_%d: %d records from %d", p, s.Restored, s.StartOffset))
 		}
 	}
-	for _, l := range survivor.logs("") {
+	for _, e := range survivor.events() {
 		switch {
-		case l.Time.Before(victim.killedAt):
-		case l.Message == "partitions assigned" && to.assigned == 0:
-			to.assigned = l.Time.Sub(victim.killedAt)
-		case l.Message == "restore done" && l.Module == "statehost.restore" && l.Store == "counts" && slices.Contains(parts, l.Partition):
-			to.logged += l.Records
+		case e.Time.Before(victim.killedAt):
+		case e.Kind == runtime.EventPartitionsAssigned && to.assigned == 0:
+			to.assigned = e.Time.Sub(victim.killedAt)
+		case e.Kind == runtime.EventRestoreDone && !e.Standby && e.Store == "counts" && slices.Contains(parts, e.Partition):
+			to.events += e.Records
 		}
 	}
 	return to
@@ -220,9 +220,9 @@ func takeoverOf(t testing.TB, survivor, victim *instance, parts []int32) takeove
 // tasks is SIGKILLed while sentences keep arriving. It checks that:
 //   - after the session timeout the survivor runs every task (and the group assigns it every
 //     input partition), and its restores of the count tasks it took over applied under a tenth
-//     of their changelogs: the standbys had the rest (from /v1/status, and from the "restore
-//     done" lines logged after the kill);
-//   - from the logs, no task was ever owned by both instances at once;
+//     of their changelogs: the standbys had the rest (from /v1/status, and from the
+//     restore_done events after the kill);
+//   - from the events, no task was ever owned by both instances at once;
 //   - once the input stopped and was processed, no word is under-counted in the survivor's
 //     stores, in the changelog or in the output (at_least_once: what the killed instance
 //     processed after its last commit is processed again, and may be counted twice).
@@ -276,15 +276,15 @@ func TestStandbyFailoverKill(t *testing.T) {
 	tookOver := time.Since(victim.killedAt)
 	checkGroupAssignment(t, addr, pl)
 	to := takeoverOf(t, survivor, victim, parts)
-	t.Logf("%s killed (it ran count tasks %v, changelog %d records); %s assigned its partitions after %v and ran every task after %v; restored %d records (logged: %d): %s",
+	t.Logf("%s killed (it ran count tasks %v, changelog %d records); %s assigned its partitions after %v and ran every task after %v; restored %d records (events: %d): %s",
 		victim.name, parts, changelog, survivor.name, to.assigned.Round(time.Millisecond), tookOver.Round(time.Millisecond),
-		to.status, to.logged, strings.Join(to.restores, ", "))
+		to.status, to.events, strings.Join(to.restores, ", "))
 	if len(parts) == 0 || changelog < 3000 {
 		t.Fatalf("the killed instance ran count tasks %v with %d changelog records: the test wants thousands", parts, changelog)
 	}
-	if to.status*10 >= changelog || to.logged*10 >= changelog {
-		t.Errorf("the takeover restored %d records (status) and %d (logs) of changelogs of %d: not under a tenth, the standbys did not save the restore",
-			to.status, to.logged, changelog)
+	if to.status*10 >= changelog || to.events*10 >= changelog {
+		t.Errorf("the takeover restored %d records (status) and %d (events) of changelogs of %d: not under a tenth, the standbys did not save the restore",
+			to.status, to.events, changelog)
 	}
 
 	time.Sleep(time.Second) // some input on the survivor alone

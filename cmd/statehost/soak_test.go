@@ -623,7 +623,7 @@ func (s *soak) logCounts() {
 	for _, in := range s.ins {
 		runs += in.runs
 		for _, p := range in.procs {
-			for _, l := range p.logs("") {
+			for _, l := range p.logLines() {
 				switch l.Level {
 				case "warn":
 					warns++

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/internal/windowtest"
 )
 
@@ -96,7 +97,7 @@ processor "wc" {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for i := 1; i <= 4; i++ {
 		app := startApp(t, bin, cfg, fmt.Sprintf("run %d", i))
-		app.waitLog(t, 90*time.Second, "partitions assigned", func() bool { return len(app.logs("partitions assigned")) > 0 })
+		app.waitFor(t, 90*time.Second, "partitions assigned", func() bool { return len(app.events(runtime.EventPartitionsAssigned)) > 0 })
 		after := time.Duration(rng.Int64N(int64(2 * time.Second)))
 		select {
 		case <-app.done:
@@ -110,7 +111,7 @@ processor "wc" {
 		t.Logf("%s killed %v after its assignment", app.name, after)
 	}
 	app := startApp(t, bin, cfg, "final run")
-	app.waitLog(t, 90*time.Second, "both tasks running", func() bool { return len(app.logs("task running")) >= 2 })
+	app.waitFor(t, 90*time.Second, "both tasks running", func() bool { return len(app.events(runtime.EventTaskRunning)) >= 2 })
 	prod.wait(t, 0)
 	crashWaitProcessed(t, addr, "wkill", 2*time.Minute, "clicks")
 	want := map[string]string{}
