@@ -175,7 +175,7 @@ func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Mo
 }
 
 // switchProgress returns how many running tasks of p run mod and how many do not; and the
-// error that made p go back to its previous module. The caller holds r.tasks.mu.
+// error that made p go back to its previous module. The caller holds the table's lock.
 func (dp *deploys) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
 	if p.mod != mod {
 		return 0, 0, p.switchErr
@@ -251,7 +251,7 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // Options.Workers at a time), each over its task's open stores. A task that cannot start its
 // processor's module keeps its instance; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
-// error. A busy task switches at a later boundary. The caller holds r.tasks.mu.
+// error. A busy task switches at a later boundary. The caller holds the table's lock.
 func (dp *deploys) switchModules(ctx context.Context) {
 	defer dp.closeRetired()
 	var due []*task
@@ -306,7 +306,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 }
 
 // closeRetired closes the modules replaced by deploys that no processor and no task uses any
-// more. The caller holds r.tasks.mu.
+// more. The caller holds the table's lock.
 func (dp *deploys) closeRetired() {
 	dp.retired = slices.DeleteFunc(dp.retired, func(mod *engine.Module) bool {
 		for _, p := range dp.rt.procs {
@@ -332,7 +332,7 @@ func (r *Runtime) Processors() []ProcessorStatus {
 	return r.deploy.processorsLocked()
 }
 
-// processorsLocked is Processors with r.tasks.mu held.
+// processorsLocked is Processors with the table's lock held.
 func (dp *deploys) processorsLocked() []ProcessorStatus {
 	out := make([]ProcessorStatus, 0, len(dp.rt.procs))
 	for _, p := range dp.rt.procs {

@@ -23,8 +23,8 @@ import (
 // stuck task's records), never their processing or their commits.
 //
 // A task with a job is busy: until the job ends, only the job's goroutine touches the task's
-// plugin instance, stores, poison guard and batch. The loop (and whatever holds r.tasks.mu) reads
-// only what r.tasks.mu guards (state, job, held, first, last, failed, abandoned), and leaves a busy
+// plugin instance, stores, poison guard and batch. The loop (and whatever holds the table's lock) reads
+// only what the table's lock guards (state, job, held, first, last, failed, abandoned), and leaves a busy
 // task out of module switches, punctuations and queries of its memory stores; a commit waits
 // for the jobs that started less than slowJob ago (settleJobs), and one left out commits as
 // soon as its job ends (owed). Records that arrive for a busy task are held (its input
@@ -59,7 +59,7 @@ type job struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time // when the loop started it
-	closed  bool      // the task is closing: its result is dropped (guarded by r.tasks.mu)
+	closed  bool      // the task is closing: its result is dropped (guarded by the table's lock)
 	// cl and handOvers: the task's changelog task and its HandOvers when the job started
 	// (handedOver).
 	cl        *changelog.Task
@@ -77,11 +77,11 @@ func (d *dispatcher) slowJob() time.Duration {
 	return min(max(d.rt.cfg.CommitInterval, 100*time.Millisecond), time.Second)
 }
 
-// busy reports whether a job runs for t. The caller holds r.tasks.mu.
+// busy reports whether a job runs for t. The caller holds the table's lock.
 func (t *task) busy() bool { return t.job != nil }
 
 // startJob starts a job for t: the batch recs, or its due punctuations when recs is nil. The
-// caller holds r.tasks.mu; t is not busy.
+// caller holds the table's lock; t is not busy.
 func (d *dispatcher) startJob(t *task, recs []*kgo.Record) {
 	ctx, cancel := context.WithCancel(d.work)
 	j := &job{recs: recs, cancel: cancel, done: make(chan struct{}), started: time.Now(),
@@ -119,7 +119,7 @@ func (d *dispatcher) runJob(ctx context.Context, t *task, j *job) {
 }
 
 // collectJobs takes in the ended jobs of the tasks (dispatchHeld starts their next ones). It
-// returns the first failure of a job. The caller holds r.tasks.mu.
+// returns the first failure of a job. The caller holds the table's lock.
 func (d *dispatcher) collectJobs() error {
 	var first error
 	for _, t := range d.rt.signals.takeEnded() {
@@ -131,7 +131,7 @@ func (d *dispatcher) collectJobs() error {
 }
 
 // dispatchHeld starts a job for each task that holds records and may start one
-// (dispatchable). The caller holds r.tasks.mu.
+// (dispatchable). The caller holds the table's lock.
 func (d *dispatcher) dispatchHeld() {
 	if d.quiescing() {
 		return
@@ -148,7 +148,7 @@ func (d *dispatcher) dispatchHeld() {
 // other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
 // take its records together, so that they are at the same record whenever none is busy, which
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
-// caller holds r.tasks.mu.
+// caller holds the table's lock.
 func (d *dispatcher) dispatchable(t *task) bool {
 	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
 		return false
@@ -168,7 +168,7 @@ func (d *dispatcher) dispatchable(t *task) bool {
 
 // settled reports whether, under exactly-once, t may commit as far as the tasks that read its
 // input partitions with it go: none of them is busy or holds records of such a partition, so
-// that all are at the same record of it (dispatchable). The caller holds r.tasks.mu.
+// that all are at the same record of it (dispatchable). The caller holds the table's lock.
 func (d *dispatcher) settled(t *task) bool {
 	for _, topic := range t.proc.cfg.Inputs {
 		if !t.shares(topic) {
@@ -187,7 +187,7 @@ func (d *dispatcher) settled(t *task) bool {
 // settleJobs, before a commit, takes in the jobs that have ended and waits for those that
 // started less than slowJob ago (a batch of normal length): the commit then leaves out only
 // the tasks that are really slow. It returns the first failure of a job. The caller holds
-// r.tasks.mu.
+// the table's lock.
 func (d *dispatcher) settleJobs() error {
 	return d.settle(nil)
 }
@@ -257,7 +257,7 @@ func (d *dispatcher) owedEnded() bool {
 
 // finishJob takes in the result of t's ended job, once (it does nothing when t has no ended
 // job). A failed job fails the task and returns its error, unless the task was closing. The
-// caller holds r.tasks.mu.
+// caller holds the table's lock.
 func (d *dispatcher) finishJob(t *task) error {
 	j := t.job
 	if j == nil {
@@ -288,7 +288,7 @@ func (d *dispatcher) finishJob(t *task) error {
 }
 
 // startHeld starts the next job of t with the records held for it, and resumes its input
-// partitions. The caller holds r.tasks.mu.
+// partitions. The caller holds the table's lock.
 func (d *dispatcher) startHeld(t *task) {
 	lists := make([][]*kgo.Record, 0, len(t.held))
 	for _, in := range t.proc.cfg.Inputs { // in the order of the inputs: deterministic
@@ -308,7 +308,7 @@ const maxHeld = 10000
 
 // hold keeps recs (records of the input partition topic of t) for t's next job, while a job
 // runs (or the task waits for its commit), and pauses that partition when it holds maxHeld
-// records, until they are handed on. The caller holds r.tasks.mu.
+// records, until they are handed on. The caller holds the table's lock.
 func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 	if t.held == nil {
 		t.held = make(map[string][]*kgo.Record)
@@ -322,7 +322,7 @@ func (d *dispatcher) hold(t *task, topic string, recs []*kgo.Record) {
 }
 
 // resumeHeld resumes the input partitions of t paused by hold that no task holds records of
-// any more, unless they are paused for a restore. The caller holds r.tasks.mu.
+// any more, unless they are paused for a restore. The caller holds the table's lock.
 func (d *dispatcher) resumeHeld(t *task) {
 	resume := make(map[string][]int32)
 	for _, in := range t.proc.cfg.Inputs {
@@ -346,7 +346,7 @@ func (d *dispatcher) quiescing() bool { return d.rt.rebalanceWaits() }
 
 // waitJobs waits for the jobs of tasks to end and takes their results in, canceling them
 // first when cancel is set; it returns the first failure of those not canceled. The caller
-// holds r.tasks.mu (the jobs never take it).
+// holds the table's lock (the jobs never take it).
 func (d *dispatcher) waitJobs(tasks []*task, cancel bool) error {
 	var first error
 	for _, t := range tasks {
@@ -377,7 +377,7 @@ func (d *dispatcher) waitAllJobs(cancel bool) error {
 }
 
 // stopJob cancels the job of t, which is closing, waits for it and drops its result. The
-// caller holds r.tasks.mu.
+// caller holds the table's lock.
 func (d *dispatcher) stopJob(t *task) {
 	j := t.job
 	if j == nil {
@@ -396,21 +396,21 @@ func isCanceled(err error) bool {
 }
 
 // committed forgets what t has committed: everything its jobs processed. The caller holds
-// r.tasks.mu.
+// the table's lock.
 func (t *task) committed() {
 	t.first, t.last = nil, nil
 }
 
 // committedEnded forgets what the ended jobs of t, which is busy, processed: a commit took
 // them (commitTxnLocked); the first records of t are now those of its running job. The caller
-// holds r.tasks.mu.
+// holds the table's lock.
 func (t *task) committedEnded() {
 	t.last, t.first = nil, nil
 	t.noteFirst(t.job.recs)
 }
 
 // noteFirst records, for each input of recs that t has no uncommitted record of yet, the
-// first of them (each input's records are in offset order). The caller holds r.tasks.mu.
+// first of them (each input's records are in offset order). The caller holds the table's lock.
 func (t *task) noteFirst(recs []*kgo.Record) {
 	for _, kr := range recs {
 		if t.first == nil {
@@ -423,7 +423,7 @@ func (t *task) noteFirst(recs []*kgo.Record) {
 }
 
 // commitOffsets returns the offsets to commit for the input partitions that the tasks in
-// committing processed records of, once they have committed (offsetFor). The caller holds r.tasks.mu.
+// committing processed records of, once they have committed (offsetFor). The caller holds the table's lock.
 func (tt *taskTable) commitOffsets(committing []*task) map[string]map[int32]kgo.EpochOffset {
 	in := make(map[*task]bool, len(committing))
 	parts := make(map[topicPartition]bool)
@@ -450,7 +450,7 @@ func (tt *taskTable) commitOffsets(committing []*task) map[string]map[int32]kgo.
 // committing task processed, the first record a task is processing or processed without
 // committing it (a busy task, a failed one, one that commits later), and the first record held
 // for a task. Every task that reads tp is handed the same records, in the same order. It
-// reports false when no task constrains tp. The caller holds r.tasks.mu.
+// reports false when no task constrains tp. The caller holds the table's lock.
 func (tt *taskTable) offsetFor(tp topicPartition, committing map[*task]bool) (kgo.EpochOffset, bool) {
 	var (
 		best  kgo.EpochOffset

@@ -383,7 +383,7 @@ func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.St
 // memoryReadWait bounds how long a query of a memory store waits for the loop.
 const memoryReadWait = 2 * time.Second
 
-// lockFor takes r.tasks.mu, waiting at most d.
+// lockFor takes the table's lock, waiting at most d.
 func (qs *queries) lockFor(ctx context.Context, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for !qs.rt.tasks.mu.TryLock() {

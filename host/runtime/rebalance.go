@@ -11,11 +11,11 @@ import (
 // The group calls these callbacks from its own goroutine, and only while the loop is not
 // between a poll and its AllowRebalance (kgo.BlockRebalanceOnPoll): a revocation never meets a
 // half-processed batch. It can meet a restore, which it cancels before it takes the task
-// table (r.tasks.mu).
+// table (the table's lock).
 
 // onAssigned pauses the new partitions (their tasks must restore first) and leaves them in
 // the inbox for the loop, which opens and restores the tasks. It stays quick and never takes
-// r.tasks.mu, which a restore holds.
+// the table's lock, which a restore holds.
 func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	if len(assigned) == 0 {
 		return
@@ -162,7 +162,7 @@ func (r *Runtime) unassign(cl *kgo.Client, tps map[string][]int32) {
 
 // closeTasks closes tasks in parallel, dropping their uncommitted writes, and forgets them. A
 // busy task's job is stopped first (its records are not committed), and the records held for
-// it are dropped. The caller holds r.tasks.mu.
+// it are dropped. The caller holds the table's lock.
 func (r *Runtime) closeTasks(tasks []*task) {
 	for _, t := range tasks {
 		r.jobs.stopJob(t)
@@ -196,7 +196,7 @@ func (r *Runtime) closeTasks(tasks []*task) {
 
 // drainInbox applies the group events that the callbacks handed over, in order: assigned
 // partitions become tasks waiting for restore; revoked or lost ones (exactly-once) close the
-// tasks that no longer own an input, without a commit. The caller holds r.tasks.mu.
+// tasks that no longer own an input, without a commit. The caller holds the table's lock.
 func (r *Runtime) drainInbox() {
 	for _, ev := range r.signals.takeInbox() {
 		if ev.standbys != nil {
@@ -228,7 +228,7 @@ func (r *Runtime) drainInbox() {
 // transactional session drops a second revocation before the transaction ends). Such a task
 // may be behind what another owner committed meanwhile: it must restore before it processes
 // again. If it worked in the open transaction, that transaction must abort. The caller holds
-// r.tasks.mu.
+// the table's lock.
 func (r *Runtime) dropStale(assigned map[string][]int32) {
 	var stale []*task
 	for topic, parts := range assigned {
@@ -255,7 +255,7 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 	r.closeTasks(stale)
 }
 
-// syncPauses resumes the assigned partitions whose tasks all run. The caller holds r.tasks.mu.
+// syncPauses resumes the assigned partitions whose tasks all run. The caller holds the table's lock.
 func (r *Runtime) syncPauses() {
 	resume := make(map[string][]int32)
 	for tp := range r.tasks.paused {

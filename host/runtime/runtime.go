@@ -647,7 +647,7 @@ func unavailable(err error) bool {
 // retryRestoreLater decides about a restore that failed with err: when the broker is out of
 // reach or busy, and has been for less than brokerRetryLimit, the tasks wait for their next
 // restore (after a backoff) and it returns true; otherwise the restore's error stops the
-// runtime. The caller holds r.tasks.mu.
+// runtime. The caller holds the table's lock.
 func (r *Runtime) retryRestoreLater(err error) bool {
 	wait, ok := r.restoreRetry.next(err)
 	if !ok {

@@ -24,7 +24,7 @@ import (
 // partitions (onAssigned): a standby whose task the same assignment makes active here stays
 // open until its task arrives.
 //
-// The loop owns the standby tasks (under r.tasks.mu): sync opens and closes them to match
+// The loop owns the standby tasks (under the table's lock): sync opens and closes them to match
 // the assignment, and restarts the follower over the new set. The follower goroutine owns
 // their stores while it runs.
 
@@ -91,7 +91,7 @@ func hasLoggedStore(p *processor) bool {
 	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
 }
 
-// apply takes a standby assignment in the loop. The caller holds r.tasks.mu.
+// apply takes a standby assignment in the loop. The caller holds the table's lock.
 func (sb *standbys) apply(ev *standbyEvent) {
 	if !maps.Equal(sb.warmups, ev.warmups) {
 		sb.warmupsAt, sb.askEvery = time.Now(), warmupAskInterval
@@ -105,7 +105,7 @@ func (sb *standbys) apply(ev *standbyEvent) {
 
 // sync makes the open standby tasks match the assignment, minus the tasks that are
 // active here, hands the standbys of tasks that became active here to them, and (re)starts
-// the follower when the set changed or it stopped. The caller holds r.tasks.mu.
+// the follower when the set changed or it stopped. The caller holds the table's lock.
 func (sb *standbys) sync(ctx context.Context) {
 	want := make(map[taskID]bool, len(sb.want))
 	for id := range sb.want {
@@ -186,7 +186,7 @@ func (sb *standbys) sync(ctx context.Context) {
 }
 
 // followerStopped handles the follower's end on its own (a fetch failed, a changelog was
-// truncated): it restarts after a second. The caller holds r.tasks.mu.
+// truncated): it restarts after a second. The caller holds the table's lock.
 func (sb *standbys) followerStopped(err error) {
 	sb.cancel()
 	sb.cancel, sb.done = nil, nil
@@ -202,7 +202,7 @@ func (sb *standbys) followerStopped(err error) {
 	}
 }
 
-// stopFollower stops the follower and waits for it. The caller holds r.tasks.mu.
+// stopFollower stops the follower and waits for it. The caller holds the table's lock.
 func (sb *standbys) stopFollower() {
 	if sb.cancel == nil {
 		return
@@ -244,7 +244,7 @@ func (sb *standbys) close(id taskID, cl *changelog.Task) {
 	sb.rt.log.Info("standby task closed", "processor", id.Processor, "partition", id.Partition)
 }
 
-// closeAll stops the follower and closes every standby task (shutdown). The caller holds r.tasks.mu.
+// closeAll stops the follower and closes every standby task (shutdown). The caller holds the table's lock.
 func (sb *standbys) closeAll() {
 	sb.stopFollower()
 	for id, cl := range sb.rt.tasks.standby {
@@ -288,7 +288,7 @@ const warmupAskInterval = 10 * time.Second
 // probeWarmups asks for a rebalance when every warmup of this member has caught up (lag <=
 // acceptable_recovery_lag, against the high watermarks its standby fetches saw), so that the
 // leader moves their tasks here; and, caught up or not, every probing_rebalance_interval while
-// it has warmups (Kafka Streams' probing rebalances). The caller holds r.tasks.mu.
+// it has warmups (Kafka Streams' probing rebalances). The caller holds the table's lock.
 func (sb *standbys) probeWarmups() {
 	caughtUp, pending := true, 0
 	for id := range sb.warmups {
@@ -330,7 +330,7 @@ func (sb *standbys) cleanupEvery() time.Duration {
 }
 
 // cleanupState deletes the local state of tasks that were neither active nor standby here for
-// state_cleanup_delay. The caller holds r.tasks.mu.
+// state_cleanup_delay. The caller holds the table's lock.
 func (sb *standbys) cleanupState() {
 	for id, since := range sb.rt.local.idleSince() {
 		if time.Since(since) < sb.rt.cfg.StateCleanupDelay || sb.rt.tasks.holds(id) {

@@ -199,7 +199,7 @@ func (e *exactlyOnce) openWork() bool {
 // commitTxnLocked commits the open transaction: every task that worked in it has its records
 // acknowledged (changelog.Task.Prepare), the session commits the input offsets and the
 // transaction, then the tasks apply their stores and checkpoints. An aborted transaction
-// revives its tasks. The caller holds e.rt.tasks.mu.
+// revives its tasks. The caller holds the table's lock.
 //
 // A busy task does not hold the commit back (decision note 20261201_task_jobs.md): what its
 // running job writes and emits is still queued in it, so the transaction holds only the
@@ -461,7 +461,7 @@ const txnCompleteWait = 5 * time.Second
 // transaction, and takes their results in. The broker aborts a transaction that stays open
 // past its timeout: a job that has not ended two thirds of the timeout after the transaction
 // began makes waitInTxn return a *stuckInTxnError (its job goes on; the caller aborts the
-// transaction, which stops it). The caller holds e.rt.tasks.mu.
+// transaction, which stops it). The caller holds the table's lock.
 func (e *exactlyOnce) waitInTxn(tasks []*task) error {
 	limit := transactionTimeout(e.rt.cfg.CommitInterval) * 2 / 3
 	for _, t := range tasks {
@@ -496,7 +496,7 @@ func (e *stuckInTxnError) Error() string {
 // (kgo.PreTxnCommitFnContext) when the tasks in commit commit: franz-go commits every polled
 // record, but records of busy tasks and held records are not committed yet (offsetFor). A
 // partition of the request without anything handed keeps its committed offset. It runs while
-// the caller holds e.rt.tasks.mu.
+// the caller holds the table's lock.
 func (e *exactlyOnce) offsetsFn(commit []*task) func(*kmsg.TxnOffsetCommitRequest) error {
 	in := make(map[*task]bool, len(commit))
 	for _, t := range commit {
@@ -578,7 +578,7 @@ var errNotMember = errors.New("this instance is not a member of the group")
 // endTxnLocked ends the open transaction. It first lets a waiting rebalance run: the session
 // may wait for the group (a forced heartbeat, or the loss of the partitions when this
 // instance was fenced), and the group's callbacks wait for AllowRebalance; under exactly-once
-// they never wait for the loop. The caller holds e.rt.tasks.mu.
+// they never wait for the loop. The caller holds the table's lock.
 //
 // It also returns whether partitions were revoked or lost since the last End (and clears that
 // flag): what made the session abort, when it did. A revocation reported after End returns
@@ -600,7 +600,7 @@ func (e *exactlyOnce) endTxnLocked(try kgo.TransactionEndTry, offsets func(*kmsg
 }
 
 // beginLocked begins the next transaction; when the producer cannot (it was fenced), the
-// session is replaced. The caller holds e.rt.tasks.mu.
+// session is replaced. The caller holds the table's lock.
 func (e *exactlyOnce) beginLocked(why commitReason) error {
 	if err := e.txn.sess.Begin(); err != nil {
 		return e.resetLocked(why, fmt.Errorf("begin a transaction: %w", err))
@@ -610,7 +610,7 @@ func (e *exactlyOnce) beginLocked(why commitReason) error {
 }
 
 // abortLocked aborts the open transaction because of cause, and revives its tasks. The caller
-// holds e.rt.tasks.mu.
+// holds the table's lock.
 func (e *exactlyOnce) abortLocked(why commitReason, cause error, count bool) error {
 	e.stopJobs()
 	if _, _, err := e.endTxnLocked(kgo.TryAbort, nil); err != nil {
@@ -622,7 +622,7 @@ func (e *exactlyOnce) abortLocked(why commitReason, cause error, count bool) err
 // abortedLocked revives the tasks of a transaction that was aborted (the session rewound the
 // consumer to the committed offsets) and begins the next one. cause is nil when a rebalance
 // aborted it; count says whether cause is an error that must not repeat maxAbortsInARow times
-// (a fenced member is not: it rejoins). The caller holds e.rt.tasks.mu.
+// (a fenced member is not: it rejoins). The caller holds the table's lock.
 func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) error {
 	if cause == nil {
 		e.rt.metrics.txnAborts.WithLabelValues("rebalance").Inc()
@@ -656,7 +656,7 @@ func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) e
 // committed): every task closes without a commit, the consumer leaves the group, and a new
 // session joins it again with the same transactional id, which fences the old producer. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
-// Kafka Streams does after a TaskMigratedException. The caller holds e.rt.tasks.mu.
+// Kafka Streams does after a TaskMigratedException. The caller holds the table's lock.
 //
 // A reset because the broker was out of reach (unavailable) does not count among the aborts in
 // a row: the new session is created again until the broker answers (rejoinLocked), and such
@@ -700,7 +700,7 @@ func (e *exactlyOnce) resetLocked(why commitReason, cause error) error {
 
 // rejoinLocked creates the new transactional session of a reset. While the broker is out of
 // reach it tries again, with brokerRetry's backoff, for at most brokerRetryLimit, and until
-// Run's context ends. The caller holds e.rt.tasks.mu.
+// Run's context ends. The caller holds the table's lock.
 func (e *exactlyOnce) rejoinLocked() error {
 	var retry brokerRetry
 	for {
@@ -751,7 +751,7 @@ func (e *exactlyOnce) abortRebalanced() error {
 
 // stopJobs stops every job (each worked in the open transaction) before the transaction
 // aborts: no record may reach the client while it ends, and those tasks are revived. The
-// caller holds e.rt.tasks.mu.
+// caller holds the table's lock.
 func (e *exactlyOnce) stopJobs() {
 	for _, t := range e.rt.tasks.active {
 		if t.busy() {
@@ -762,7 +762,7 @@ func (e *exactlyOnce) stopJobs() {
 
 // forgetHanded forgets the records of the tasks' jobs since their last commit, and the records
 // held for them, after an aborted transaction: the session rewound the consumer to the
-// committed offsets, and those records come again. The caller holds e.rt.tasks.mu.
+// committed offsets, and those records come again. The caller holds the table's lock.
 func (e *exactlyOnce) forgetHanded() {
 	for _, t := range e.rt.tasks.active {
 		t.first, t.held = nil, nil
@@ -781,7 +781,7 @@ func (e *exactlyOnce) forgetHanded() {
 
 // reviveLocked closes, without a commit, every task that worked in the aborted transaction
 // and puts a fresh one in its place, to be restored and started again by the loop; their
-// input partitions stay paused until then. The caller holds e.rt.tasks.mu.
+// input partitions stay paused until then. The caller holds the table's lock.
 func (e *exactlyOnce) reviveLocked() {
 	var dead []*task
 	for _, t := range e.rt.tasks.active {
