@@ -157,8 +157,8 @@ func (d *dispatcher) dispatchable(t *task) bool {
 		return true
 	}
 	for topic := range t.held {
-		for _, p := range d.rt.readers[topic] {
-			if u := d.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: t.id.Partition}]; u != nil && u != t && (u.busy() || u.owed) {
+		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
+			if u != nil && u != t && (u.busy() || u.owed) {
 				return false
 			}
 		}
@@ -174,8 +174,7 @@ func (d *dispatcher) settled(t *task) bool {
 		if !t.shares(topic) {
 			continue
 		}
-		for _, p := range d.rt.readers[topic] {
-			u := d.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: t.id.Partition}]
+		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
 			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
 				return false
 			}
@@ -461,8 +460,7 @@ func (tt *taskTable) offsetFor(tp topicPartition, committing map[*task]bool) (kg
 			best, found = kgo.EpochOffset{Epoch: epoch, Offset: offset}, true
 		}
 	}
-	for _, p := range tt.readers[tp.topic] {
-		t := tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]
+	for _, t := range tt.reading(tp) {
 		if t == nil {
 			continue
 		}

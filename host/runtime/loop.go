@@ -173,8 +173,7 @@ func (r *Runtime) handleFetches(fetches kgo.Fetches) error {
 		if len(fp.Records) == 0 {
 			return
 		}
-		for _, p := range r.readers[fp.Topic] {
-			t := r.tasks.active[taskID{Processor: p.cfg.Name, Partition: fp.Partition}]
+		for p, t := range r.tasks.reading(topicPartition{fp.Topic, fp.Partition}) {
 			if t == nil || t.state != stateRunning {
 				// Partitions are paused until all their tasks run, and a poll never returns
 				// records of a paused partition: this is a bug, and processing on would skip

@@ -115,8 +115,8 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 	r.drainInbox()
 	for topic, parts := range lost {
 		for _, p := range parts {
-			for _, proc := range r.readers[topic] {
-				if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: p}]; t != nil {
+			for _, t := range r.tasks.reading(topicPartition{topic, p}) {
+				if t != nil {
 					t.last = nil // nothing of it may be committed now
 				}
 			}
@@ -236,8 +236,8 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 			if !r.tasks.assigned[topicPartition{topic, p}] {
 				continue
 			}
-			for _, proc := range r.readers[topic] {
-				if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: p}]; t != nil && !slices.Contains(stale, t) {
+			for _, t := range r.tasks.reading(topicPartition{topic, p}) {
+				if t != nil && !slices.Contains(stale, t) {
 					stale = append(stale, t)
 				}
 			}
@@ -260,8 +260,8 @@ func (r *Runtime) syncPauses() {
 	resume := make(map[string][]int32)
 	for tp := range r.tasks.paused {
 		ready := true
-		for _, proc := range r.readers[tp.topic] {
-			if t := r.tasks.active[taskID{Processor: proc.cfg.Name, Partition: tp.part}]; t == nil || t.state != stateRunning {
+		for _, t := range r.tasks.reading(tp) {
+			if t == nil || t.state != stateRunning {
 				ready = false
 			}
 		}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"iter"
 	"sync"
 
 	"github.com/statehost/statehost/changelog"
@@ -113,15 +114,16 @@ func (tt *taskTable) closedStandby(id taskID, cps map[string]int64) {
 // holds reports whether the task id is active or standby here.
 func (tt *taskTable) holds(id taskID) bool { return tt.active[id] != nil || tt.standby[id] != nil }
 
-// reading returns the active tasks that read the input partition tp, in the order of its
-// readers, with nil for those not here.
-func (tt *taskTable) reading(tp topicPartition) []*task {
-	procs := tt.readers[tp.topic]
-	out := make([]*task, len(procs))
-	for i, p := range procs {
-		out[i] = tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]
+// reading yields each processor that reads the input partition tp, in the order of its
+// readers, with its active task of tp: nil when that task is not here.
+func (tt *taskTable) reading(tp topicPartition) iter.Seq2[*processor, *task] {
+	return func(yield func(*processor, *task) bool) {
+		for _, p := range tt.readers[tp.topic] {
+			if !yield(p, tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // owned reports whether at least one input partition of t is assigned.

@@ -47,6 +47,14 @@ func openChangelogTask(t *testing.T, id taskID) *changelog.Task {
 	return cl
 }
 
+// collectReading returns what tt.reading(tp) yields.
+func collectReading(tt *taskTable, tp topicPartition) (procs []*processor, tasks []*task) {
+	for p, t := range tt.reading(tp) {
+		procs, tasks = append(procs, p), append(tasks, t)
+	}
+	return procs, tasks
+}
+
 func TestTaskTableActiveLifecycle(t *testing.T) {
 	tt, p := newTestTable(t)
 	id := taskID{Processor: "count", Partition: 3}
@@ -59,10 +67,10 @@ func TestTaskTableActiveLifecycle(t *testing.T) {
 	if !tt.owned(a) || tt.owned(&task{id: taskID{Processor: "count", Partition: 4}, proc: p}) {
 		t.Fatal("owned: want the task of an assigned partition only")
 	}
-	if got := tt.reading(topicPartition{"side", 3}); len(got) != 1 || got[0] != a {
+	if procs, got := collectReading(tt, topicPartition{"side", 3}); len(got) != 1 || got[0] != a || procs[0] != p {
 		t.Fatalf("reading(side/3) = %v, want the task", got)
 	}
-	if got := tt.reading(topicPartition{"side", 4}); len(got) != 1 || got[0] != nil {
+	if procs, got := collectReading(tt, topicPartition{"side", 4}); len(got) != 1 || got[0] != nil || procs[0] != p {
 		t.Fatalf("reading(side/4) = %v, want one nil: no task", got)
 	}
 
