@@ -356,7 +356,7 @@ var errCopyBusy = errors.New("the store's copy here cannot be read now")
 // Pebble store's committed state straight from the database; a memory store's with the loop
 // held between batches (at most memoryReadWait).
 func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
-	id := store.TaskID{Processor: p.cfg.Name, Partition: part}
+	id := taskID{Processor: p.cfg.Name, Partition: part}
 	if spec.Backend == store.Pebble {
 		return fn(copyReader{
 			get: func(key []byte) ([]byte, bool, error) { return qs.rt.stores.ReadCommitted(id, spec.Name, key) },
@@ -369,7 +369,7 @@ func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.St
 		return fmt.Errorf("%w: the loop has been busy (a restore?) for %v", errCopyBusy, memoryReadWait)
 	}
 	defer qs.rt.tasks.mu.Unlock()
-	t := qs.rt.tasks.active[taskID{Processor: p.cfg.Name, Partition: part}]
+	t := qs.rt.tasks.active[id]
 	if t == nil || t.cl == nil {
 		return fmt.Errorf("%w: task %s has no open memory store here (a standby's copy is being applied)", errCopyBusy, id)
 	}

@@ -50,7 +50,7 @@ func (s *localState) load(tasks []store.LocalTask) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, lt := range tasks {
-		id := taskID{Processor: lt.ID.Processor, Partition: lt.ID.Partition}
+		id := lt.ID
 		s.idle[id] = now
 		for _, ls := range lt.Stores {
 			if ls.HasCheckpoint {
