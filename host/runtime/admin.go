@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/restore"
 )
 
@@ -62,12 +63,13 @@ type Status struct {
 type statusBoard struct {
 	mu      sync.Mutex
 	tasks   map[taskID]*TaskStatus
-	markers bool // exactly-once: a commit marker ends each changelog; set before use
+	markers int64 // the transaction markers that end each changelog partition (endMarkers); set before use
 }
 
-// lagMarkers is the markers argument of restore.Lag for one changelog partition.
-func (b *statusBoard) lagMarkers() int64 {
-	if b.markers {
+// endMarkers is the number of transaction markers that end each changelog partition, the
+// markers of restore.Lag: under exactly-once the commit marker of its last transaction.
+func endMarkers(guarantee config.Guarantee) int64 {
+	if guarantee == config.ExactlyOnce {
 		return 1
 	}
 	return 0
@@ -148,7 +150,7 @@ func (b *statusBoard) snapshot() []TaskStatus {
 				s.Rate = float64(s.Restored) / secs
 			}
 			if !s.Done {
-				s.Lag = restore.Lag(0, s.EndOffset, s.position, b.lagMarkers())
+				s.Lag = restore.Lag(0, s.EndOffset, s.position, b.markers)
 			}
 			switch left := max(s.EndOffset-s.position, 0); {
 			case s.Done || left == 0:

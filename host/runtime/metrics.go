@@ -440,7 +440,7 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
 	}
-	markers := c.board.lagMarkers()
+	markers := c.board.markers
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	for k, p := range c.m.progress {

@@ -17,24 +17,24 @@ import (
 func TestMetricRemainingRecordsIsTheLag(t *testing.T) {
 	id := taskID{Processor: "count", Partition: 2}
 	for _, tc := range []struct {
-		name        string
-		exactlyOnce bool
-		last, hw    int64 // the offset of the last record applied, the high watermark then
-		want        int64
+		name      string
+		guarantee config.Guarantee
+		last, hw  int64 // the offset of the last record applied, the high watermark then
+		want      int64
 	}{
-		{name: "at_least_once, caught up", last: 41, hw: 42, want: 0},
-		{name: "at_least_once, behind", last: 41, hw: 50, want: 8},
-		{name: "exactly_once, caught up: the marker at 42", exactlyOnce: true, last: 41, hw: 43, want: 0},
-		{name: "exactly_once, behind", exactlyOnce: true, last: 41, hw: 50, want: 7},
+		{name: "at_least_once, caught up", guarantee: config.AtLeastOnce, last: 41, hw: 42, want: 0},
+		{name: "at_least_once, behind", guarantee: config.AtLeastOnce, last: 41, hw: 50, want: 8},
+		{name: "exactly_once, caught up: the marker at 42", guarantee: config.ExactlyOnce, last: 41, hw: 43, want: 0},
+		{name: "exactly_once, behind", guarantee: config.ExactlyOnce, last: 41, hw: 50, want: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			board := newStatusBoard()
 			board.setState(id, "standby")
-			board.markers = tc.exactlyOnce
+			board.markers = endMarkers(tc.guarantee)
 			m := newMetrics(board)
 			local := newLocalState([]*processor{{cfg: &config.Processor{Name: id.Processor},
 				stores: []changelog.StoreSpec{{Name: "counts", Options: store.Options{Backend: store.Pebble}}}}})
-			local.markers = tc.exactlyOnce
+			local.markers = endMarkers(tc.guarantee)
 			for _, l := range []restore.Listener{board, restoreListener{m: m, follow: true}, local} {
 				l.OnRestoreStart(restore.StartEvent{Processor: id.Processor, Store: "counts", Partition: id.Partition, StartOffset: 0, EndOffset: 10})
 				l.OnBatchRestored(restore.BatchEvent{Processor: id.Processor, Store: "counts", Partition: id.Partition, Records: 1, Offset: tc.last, HighWatermark: tc.hw})

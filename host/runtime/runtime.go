@@ -229,7 +229,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.deploy.rt = r
 	r.iq.rt = r
 	r.metrics = newMetrics(r.status)
-	r.status.markers = cfg.Guarantee == config.ExactlyOnce
+	r.status.markers = endMarkers(cfg.Guarantee)
 	if cfg.Guarantee == config.ExactlyOnce {
 		r.eos = &exactlyOnce{rt: r}
 		r.committer = r.eos
@@ -259,7 +259,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	r.local = newLocalState(r.procs)
-	r.local.markers = cfg.Guarantee == config.ExactlyOnce
+	r.local.markers = endMarkers(cfg.Guarantee)
 	r.tasks.local = r.local
 	held, err := r.stores.LocalTasks()
 	if err != nil {

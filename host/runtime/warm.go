@@ -21,7 +21,7 @@ type localState struct {
 	running map[taskID]bool                   // active tasks that run
 	idle    map[taskID]time.Time              // tasks with local state that are neither active nor standby here, since when
 	procs   map[string]*processor
-	markers bool // exactly-once: a transaction marker ends each changelog partition, not a record to restore
+	markers int64 // the transaction markers that end each changelog partition, not records to restore (endMarkers)
 }
 
 // storeState is a logged store partition held locally.
@@ -202,11 +202,7 @@ func (s *localState) lag(id taskID) (lag int64, known bool) {
 		if st == nil || st.end < 0 {
 			return 0, false
 		}
-		var markers int64
-		if s.markers {
-			markers = 1
-		}
-		lag += restore.Lag(0, st.end, st.offset+1, markers)
+		lag += restore.Lag(0, st.end, st.offset+1, s.markers)
 	}
 	return lag, true
 }
