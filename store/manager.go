@@ -29,7 +29,7 @@ const (
 type Settings struct {
 	// Dir is the instance's state directory, <state_dir>/<application_id>. Required; created when missing.
 	Dir string
-	// MemoryBytes bounds the memory of the instance's state, however many tasks the instance holds: Pebble's block cache and memtables, and the read caches and key filters of the Pebble stores. Half goes to at most four memtables of MemoryBytes/8 each, 1/8 to the read caches, 1/32 to the key filters, the rest (11/32) to the block cache. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
+	// MemoryBytes bounds the memory of the instance's state, however many tasks the instance holds: Pebble's block cache and memtables, and the read caches and key filters of the Pebble stores. Half goes to at most four memtables of MemoryBytes/8 each, 1/8 to the read caches, 1/32 to the key filters, the rest (11/32) to the block cache. The sort buffers of the restores that bypass the memtables (Loader) share another MemoryBytes/8: the size of the memtable they do not fill. Default DefaultMemoryBytes (256 MiB); at least MinMemoryBytes.
 	MemoryBytes int64
 	// MaxUncommittedBytes is the size of a task's uncommitted writes (write buffer, coalescing caches, memory-store overlays) above which Task.NeedsCommit reports true, asking the runtime for an early commit. Default DefaultMaxUncommittedBytes (64 MiB).
 	MaxUncommittedBytes int64
@@ -89,6 +89,8 @@ type Manager struct {
 
 	caches  *cacheBudget  // the read caches of the tasks' Pebble partitions
 	filters *filterBudget // the key filters of the tasks' Pebble partitions
+	loads   *loadBudget   // the sort buffers of the Loaders (loader.go)
+	popts   *pebble.Options
 
 	mu     sync.Mutex
 	closed bool
@@ -118,7 +120,7 @@ func Open(s Settings) (*Manager, error) {
 		}
 	}
 	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync,
-		caches: newCacheBudget(s.MemoryBytes), filters: newFilterBudget(s.MemoryBytes)}
+		caches: newCacheBudget(s.MemoryBytes), filters: newFilterBudget(s.MemoryBytes), loads: newLoadBudget(s.MemoryBytes)}
 	if s.SyncCommits {
 		m.wo = pebble.Sync
 	}
@@ -152,7 +154,15 @@ func Open(s Settings) (*Manager, error) {
 		m.unlock()
 		return nil, err
 	}
-	m.db = db
+	if !s.ReadOnly {
+		if err := m.resetLoadDir(); err != nil {
+			_ = db.Close()
+			m.unlock()
+			return nil, err
+		}
+	}
+	m.db, m.popts = db, opts.Clone()
+	m.popts.EnsureDefaults() // as Pebble's own copy: the loaders' sstable writers read them
 	m.log.Debug("opened", "dir", s.Dir, "memory_bytes", s.MemoryBytes)
 	return m, nil
 }

@@ -1,0 +1,88 @@
+package store
+
+// loadBuffer holds a Loader's records until they are sorted: their keys and values copied
+// into slabs, one small entry each, and a keySorter that keeps each key's last write. Copies,
+// because a fetch's records point into its whole response: holding them would hold all of it.
+type loadBuffer struct {
+	slabs     [][]byte
+	ents      []loadEntry
+	ks        *keySorter
+	slabBytes int64
+}
+
+// loadEntry is a record of a loadBuffer: its key, then its value, at off in slab.
+type loadEntry struct {
+	slab uint32
+	off  uint32
+	klen uint32
+	vlen int32 // -1: a delete
+}
+
+// Slabs grow from firstLoadSlab to maxLoadSlab, doubling: a small buffer stays small.
+const (
+	firstLoadSlab = 64 << 10
+	maxLoadSlab   = 1 << 20
+)
+
+func newLoadBuffer() *loadBuffer {
+	b := &loadBuffer{}
+	b.ks = newKeySorter(0, func(i int32) []byte { return b.key(b.ents[i]) })
+	return b
+}
+
+// add copies w into the buffer.
+func (b *loadBuffer) add(w Write) {
+	n := len(w.Key) + len(w.Value)
+	last := len(b.slabs) - 1
+	if last < 0 || cap(b.slabs[last])-len(b.slabs[last]) < n {
+		size := firstLoadSlab
+		if last >= 0 {
+			size = min(2*cap(b.slabs[last]), maxLoadSlab)
+		}
+		b.slabs = append(b.slabs, make([]byte, 0, max(size, n)))
+		last++
+		b.slabBytes += int64(cap(b.slabs[last]))
+	}
+	s := b.slabs[last]
+	e := loadEntry{slab: uint32(last), off: uint32(len(s)), klen: uint32(len(w.Key)), vlen: int32(len(w.Value))}
+	if w.Delete {
+		e.vlen = -1
+	}
+	s = append(s, w.Key...)
+	if !w.Delete {
+		s = append(s, w.Value...)
+	}
+	b.slabs[last] = s
+	b.ents = append(b.ents, e)
+	b.ks.add(b.key(e), int32(len(b.ents)-1))
+}
+
+func (b *loadBuffer) key(e loadEntry) []byte {
+	return b.slabs[e.slab][e.off : e.off+e.klen : e.off+e.klen]
+}
+
+func (b *loadBuffer) value(e loadEntry) []byte {
+	start := e.off + e.klen
+	return b.slabs[e.slab][start : start+uint32(e.vlen) : start+uint32(e.vlen)]
+}
+
+// len returns the number of records added.
+func (b *loadBuffer) len() int { return len(b.ents) }
+
+// bytes estimates the memory the buffer holds: its slabs, its entries, the sorter's order and
+// its map of the keys it has seen (about 40 bytes an entry).
+func (b *loadBuffer) bytes() int64 {
+	n := b.slabBytes + int64(cap(b.ents))*16 + int64(cap(b.ks.order))*24
+	if b.ks.latest != nil {
+		n += int64(len(b.ks.latest)) * 40
+	}
+	return n
+}
+
+// sorted returns the last write of each key, in key order, as positions in ents.
+func (b *loadBuffer) sorted() []writeOrder { return b.ks.sorted() }
+
+// free drops the slabs; the entries and the order stay readable until then only.
+func (b *loadBuffer) free() {
+	b.slabs, b.ents, b.ks = nil, nil, nil
+}

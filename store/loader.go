@@ -1,0 +1,422 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// A Loader restores a large stretch of a Pebble store partition's changelog (a cold restore:
+// into an empty partition, after a wipe, for a new standby) without Pebble's memtable and
+// write-ahead log. The records it is given are copied into a sort buffer; when the buffer
+// reaches its share of the instance's load budget, or at Finish, it is sorted, each key's
+// last write is kept, and the result is written as an sstable with Pebble's sstable writer
+// and ingested (DB.Ingest) in one atomic step with the partition's checkpoint (and stream
+// time): a run. A partition is never left holding data that its checkpoint does not cover, or
+// a checkpoint for data it does not hold, whenever the process dies; the next restore resumes
+// after the last run's checkpoint.
+//
+// Each run gets a sequence number of its own, above the ones before, so the newest write of a
+// key wins across runs; Pebble merges the overlapping runs in its compactions. The first run
+// into a partition that held nothing leaves its deletes out (there is nothing for them to
+// delete); later runs keep them as tombstones. A window or session store's changelog records
+// are turned into its local layout, as ApplyRestore does; the segments that expire during the
+// load are left out of the next run, and removed from the earlier runs by a range deletion in
+// it.
+//
+// While one run is written and ingested in the background, the next one fills: Add returns
+// as soon as the records are copied. A Loader belongs to the goroutine that restores its
+// partition: Add, Finish and Abort are called from it, one at a time; the partition and its
+// task must not be used otherwise until Finish or Abort returns.
+type Loader struct {
+	p     *Partition
+	m     *Manager
+	empty bool // nothing lies below the next run: its deletes can be left out
+
+	buf   *loadBuffer
+	run   *loadRun   // the run being written and ingested, nil when none
+	seq   int        // runs started, to name their files
+	cp    Checkpoint // of the last Add
+	added bool       // Add was called
+	recs  int64      // records in buf
+
+	dropTo []byte // window and session stores: the local keys below it are expired
+	// droppedTo is the dropTo that the ingested runs applied: a run removes, with a range
+	// deletion, what the ones before it hold below a higher one.
+	droppedTo []byte
+
+	runs int   // runs ingested
+	err  error // the first failure: every later call returns it
+	done bool
+}
+
+// loadRun is a sealed buffer on its way into Pebble.
+type loadRun struct {
+	done   chan struct{}
+	err    error
+	cp     Checkpoint
+	time   int64 // the stream time to record with the checkpoint, NoTime for none
+	bytes  int64 // the buffer's share of the load budget, given back when the run ends
+	files  []string
+	stats  pebble.IngestOperationStats
+	ingest bool
+}
+
+// LoadStats describe what a Loader did.
+type LoadStats struct {
+	// Runs is the number of sstable runs ingested.
+	Runs int
+}
+
+// Load budget: the sort buffers of an instance's loaders hold at most
+// Settings.MemoryBytes/loadShare in all (32 MiB by default): one memtable's worth, which a
+// restore through a Loader does not fill. Each of n loaders fills its buffer up to half of
+// budget/n (but at least minLoadBuffer), so that the run being written and the one filling fit.
+const (
+	loadShare     = 8
+	minLoadBuffer = 256 << 10
+)
+
+// loadBudget counts the loaders of an instance and the memory their buffers hold.
+type loadBudget struct {
+	budget int64
+	active atomic.Int64
+	used   atomic.Int64
+	// sem bounds the runs sorted and written at once to the processors of the machine.
+	sem chan struct{}
+}
+
+func newLoadBudget(memory int64) *loadBudget {
+	return &loadBudget{budget: memory / loadShare, sem: make(chan struct{}, runtime.GOMAXPROCS(0))}
+}
+
+// share is the size at which a loader's buffer is sealed as a run.
+func (b *loadBudget) share() int64 {
+	n := max(b.active.Load(), 1)
+	return max(b.budget/n/2, minLoadBuffer)
+}
+
+// ErrNotPebble is returned by NewLoader for a partition of the memory backend.
+var ErrNotPebble = errors.New("not a Pebble store")
+
+// NewLoader returns a Loader that restores p's changelog records after its checkpoint (all of
+// them when it has none). p must be a Pebble partition with no uncommitted writes.
+func (p *Partition) NewLoader() (*Loader, error) {
+	if err := p.t.check(); err != nil {
+		return nil, err
+	}
+	if p.backend != Pebble {
+		return nil, fmt.Errorf("store: task %s store %q: load: %w", p.t.id, p.name, ErrNotPebble)
+	}
+	if p.t.hasPending() {
+		return nil, fmt.Errorf("store: task %s store %q: load: %w", p.t.id, p.name, ErrPendingWrites)
+	}
+	if p.t.m.set.ReadOnly {
+		return nil, fmt.Errorf("store: task %s store %q: load: %w", p.t.id, p.name, pebble.ErrReadOnly)
+	}
+	data, err := p.HasData()
+	if err != nil {
+		return nil, err
+	}
+	l := &Loader{p: p, m: p.t.m, empty: !data, buf: newLoadBuffer()}
+	l.m.loads.active.Add(1)
+	if p.cache != nil {
+		p.cache.clear() // the load changes keys behind the cache
+	}
+	return l, nil
+}
+
+// Add copies ws, the next changelog records of the partition, into the loader's buffer; cp is
+// the checkpoint of the last of them. When the buffer is full it is sealed as a run, which is
+// written and ingested in the background while the next one fills.
+func (l *Loader) Add(ws []Write, cp Checkpoint) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if err := l.collect(false); err != nil {
+		return l.fail(err)
+	}
+	ws, dropTo, err := l.p.restoreWrites(ws)
+	if err != nil {
+		return l.fail(fmt.Errorf("store: task %s store %q: restore: %w", l.p.t.id, l.p.name, err))
+	}
+	if dropTo != nil && bytes.Compare(dropTo, l.dropTo) > 0 {
+		l.dropTo = append(l.dropTo[:0], dropTo...)
+	}
+	before := l.buf.bytes()
+	for _, w := range ws {
+		if !w.Delete {
+			l.p.filterAdd(w.Key) // before the ingest: the filter may hold more keys, never fewer
+		}
+		l.buf.add(w)
+	}
+	l.m.loads.used.Add(l.buf.bytes() - before)
+	l.cp, l.added = cp, true
+	l.recs += int64(len(ws))
+	if l.buf.bytes() >= l.m.loads.share() {
+		if err := l.seal(false); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// Finish writes and ingests what the buffer holds, waits for every run to be in Pebble, and
+// releases the loader. The partition then holds every record added, and the checkpoint of the
+// last Add. A loader that was given nothing changes nothing.
+func (l *Loader) Finish() (LoadStats, error) {
+	if err := l.usable(); err != nil {
+		return LoadStats{}, err
+	}
+	var err error
+	if l.added {
+		err = l.seal(true)
+	}
+	if err == nil {
+		err = l.collect(true)
+	}
+	if err != nil {
+		return LoadStats{}, l.fail(err)
+	}
+	l.release()
+	return LoadStats{Runs: l.runs}, nil
+}
+
+// Abort stops the load: the run being ingested, if any, completes (the partition's checkpoint
+// then covers it), and what the buffer holds is dropped. It is safe after Finish and after a
+// failure.
+func (l *Loader) Abort() {
+	if l.done {
+		return
+	}
+	if l.err == nil {
+		_ = l.collect(true)
+	} else if l.run != nil {
+		<-l.run.done
+		l.endRun(l.run)
+	}
+	l.release()
+}
+
+func (l *Loader) usable() error {
+	switch {
+	case l.err != nil:
+		return l.err
+	case l.done:
+		return fmt.Errorf("store: task %s store %q: load: the loader is finished", l.p.t.id, l.p.name)
+	}
+	return l.p.t.check()
+}
+
+func (l *Loader) fail(err error) error {
+	if l.err == nil {
+		l.err = err
+	}
+	return l.err
+}
+
+func (l *Loader) release() {
+	l.done = true
+	l.m.loads.used.Add(-l.buf.bytes())
+	l.buf = newLoadBuffer()
+	l.m.loads.active.Add(-1)
+}
+
+// collect applies the outcome of the run in the background: when wait is false, only if it
+// has ended.
+func (l *Loader) collect(wait bool) error {
+	r := l.run
+	if r == nil {
+		return nil
+	}
+	if !wait {
+		select {
+		case <-r.done:
+		default:
+			return nil
+		}
+	}
+	<-r.done
+	return l.endRun(r)
+}
+
+// endRun gives back the run's memory and, when it was ingested, moves the partition to its
+// checkpoint and stream time.
+func (l *Loader) endRun(r *loadRun) error {
+	l.run = nil
+	l.m.loads.used.Add(-r.bytes)
+	for _, f := range r.files {
+		_ = os.Remove(f) // ingested files were moved into Pebble; a failed run leaves its own
+	}
+	if r.err != nil {
+		return r.err
+	}
+	p := l.p
+	p.ckpt, p.hasCkpt, p.logID = r.cp.Offset, true, r.cp.LogID
+	if r.time != NoTime {
+		p.savedTime = max(p.savedTime, r.time)
+	}
+	l.runs++
+	return nil
+}
+
+// seal turns the buffer into a run and starts writing it, after the run before it has ended.
+// With last, an empty buffer still makes a run: the checkpoint must be ingested.
+func (l *Loader) seal(last bool) error {
+	if l.recs == 0 && !last {
+		return nil
+	}
+	if err := l.collect(true); err != nil {
+		return err
+	}
+	p := l.p
+	r := &loadRun{done: make(chan struct{}), cp: l.cp, time: NoTime, bytes: l.buf.bytes()}
+	if p.t.time > p.savedTime {
+		r.time = p.t.time
+	}
+	buf := l.buf
+	l.buf = newLoadBuffer()
+	var rangeDel []byte
+	if l.dropTo != nil && bytes.Compare(l.dropTo, l.droppedTo) > 0 {
+		if !l.empty || l.seq > 0 {
+			rangeDel = append([]byte(nil), l.dropTo...)
+		}
+		l.droppedTo = append(l.droppedTo[:0], l.dropTo...)
+	}
+	keepDeletes := !l.empty || l.seq > 0
+	dropBelow := append([]byte(nil), l.droppedTo...)
+	l.seq++
+	l.recs = 0
+	l.run = r
+	name := fmt.Sprintf("%08x-%s", p.id, strconv.Itoa(l.seq))
+	go func() {
+		defer close(r.done)
+		l.m.loads.sem <- struct{}{}
+		defer func() { <-l.m.loads.sem }()
+		r.err = l.m.writeRun(p, r, name, buf, keepDeletes, dropBelow, rangeDel)
+	}()
+	return nil
+}
+
+// writeRun writes buf, sorted and with each key's last write, as an sstable of partition p's
+// keys, and ingests it with the run's checkpoint and stream time, each in an sstable of its
+// own (the ingested tables must not overlap), in one atomic ingest. Keys below dropBelow are
+// left out; rangeDel, when not nil, deletes the partition's keys below it from the earlier
+// runs. It touches neither p's fields nor its task's.
+func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte) error {
+	dir := m.loadDir()
+	level := 0 // a run above others: it lands in an upper level, whose tables have filters
+	if !keepDeletes {
+		level = 6 // the first run of an empty partition: Pebble puts it in the last level
+	}
+	wopts := m.popts.MakeWriterOptions(level, m.db.TableFormat())
+	create := func(suffix string, fill func(w *sstable.Writer) error) error {
+		path := filepath.Join(dir, name+suffix+".sst")
+		f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return fmt.Errorf("store: task %s store %q: create %s: %w", p.t.id, p.name, path, err)
+		}
+		r.files = append(r.files, path)
+		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wopts)
+		if err := fill(w); err != nil {
+			_ = w.Close()
+			return fmt.Errorf("store: task %s store %q: write %s: %w", p.t.id, p.name, path, err)
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("store: task %s store %q: write %s: %w", p.t.id, p.name, path, err)
+		}
+		return nil
+	}
+	var key []byte
+	dk := func(k []byte) []byte {
+		key = append(append(key[:0], p.prefix...), k...)
+		return key
+	}
+	order := buf.sorted()
+	points := 0
+	for _, o := range order {
+		if e := buf.ents[o.i]; (keepDeletes || e.vlen >= 0) && bytes.Compare(buf.key(e), dropBelow) >= 0 {
+			points++
+		}
+	}
+	if points > 0 || rangeDel != nil {
+		err := create("", func(w *sstable.Writer) error {
+			if rangeDel != nil {
+				if err := w.DeleteRange(p.prefix, append(append([]byte(nil), p.prefix...), rangeDel...)); err != nil {
+					return err
+				}
+			}
+			for _, o := range order {
+				e := buf.ents[o.i]
+				k := buf.key(e)
+				if bytes.Compare(k, dropBelow) < 0 {
+					continue
+				}
+				var err error
+				switch {
+				case e.vlen >= 0:
+					err = w.Set(dk(k), buf.value(e))
+				case keepDeletes:
+					err = w.Delete(dk(k))
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	buf.free()
+	if err := create("-checkpoint", func(w *sstable.Writer) error {
+		return w.Set(checkpointKey(p.id), encodeCheckpoint(r.cp))
+	}); err != nil {
+		return err
+	}
+	if r.time != NoTime {
+		if err := create("-time", func(w *sstable.Writer) error {
+			return w.Set(timeKey(p.id), encodeTime(r.time))
+		}); err != nil {
+			return err
+		}
+	}
+	err := m.write(func() error {
+		var err error
+		r.stats, err = m.db.IngestWithStats(context.Background(), r.files)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: ingest the run up to offset %d into %s: %w", p.t.id, p.name, r.cp.Offset, m.dbDir(), err)
+	}
+	r.ingest = true
+	return nil
+}
+
+// loadDir is where loaders write their sstables before Pebble takes them: <Dir>/load, on the
+// file system of Pebble's directory (an ingest moves its files).
+func (m *Manager) loadDir() string { return filepath.Join(m.set.Dir, "load") }
+
+// resetLoadDir empties the load directory: what a killed process left there was never ingested.
+func (m *Manager) resetLoadDir() error {
+	dir := m.loadDir()
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("store: clear %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+)
+
+// loadLog is a changelog for the loader tests: n records over keys distinct keys, a tenth of
+// them deletes, in batches of up to batch records. With window set, the keys are a window
+// store's changelog keys, at times that rise so that the earliest windows expire during the
+// restore.
+func loadLog(seed uint64, n, keys, batch int, window bool) [][]Write {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var out [][]Write
+	var cur []Write
+	for i := range n {
+		k := []byte(fmt.Sprintf("key-%06d", rng.IntN(keys)))
+		w := Write{Key: k, Value: []byte(fmt.Sprintf("v%d-%d", i, rng.IntN(1000))), Offset: int64(i), Timestamp: int64(i)}
+		if window {
+			t := int64(i) - int64(rng.IntN(50))
+			w.Key = ChangelogKey(Window, k, t/10*10, 0)
+		}
+		if rng.IntN(10) == 0 {
+			w.Value, w.Delete = nil, true
+		}
+		cur = append(cur, w)
+		if len(cur) == batch || i == n-1 {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	return out
+}
+
+// partitionState is everything a partition holds, as "key=value" lines, with its checkpoint.
+func partitionState(t *testing.T, p *Partition) []string {
+	t.Helper()
+	it, err := p.t.m.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.SeekGE(p.prefix); ok && string(it.Key()) < string(p.upper); ok = it.Next() {
+		out = append(out, fmt.Sprintf("%x=%s", it.Key()[len(p.prefix):], it.Value()))
+	}
+	cp, has, err := p.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, fmt.Sprintf("checkpoint=%d,%v stream-time=%d", cp.Offset, has, p.t.StreamTime()))
+}
+
+func openLoadTask(t *testing.T, m *Manager, proc string, window bool) *Task {
+	t.Helper()
+	task, err := m.OpenTask(proc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if window {
+		_, err = task.OpenWindow("s", Options{Backend: Pebble, Kind: Window,
+			Window: WindowSpec{Size: 10, Grace: 5, Retention: 2000, SegmentInterval: 500}})
+	} else {
+		_, err = task.Open("s", Options{Backend: Pebble})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// TestLoaderMatchesApplyRestore restores the same changelog through ApplyRestore, batch by
+// batch, and through a Loader whose buffer spills many runs, and finds the same state: the
+// newest write of every key, across runs, deletes applied, expired windows gone, the same
+// checkpoint and stream time; and the key filter holds every loaded key.
+func TestLoaderMatchesApplyRestore(t *testing.T) {
+	for _, window := range []bool{false, true} {
+		t.Run(fmt.Sprintf("window=%v", window), func(t *testing.T) {
+			m := openManager(t, t.TempDir())
+			defer m.Close()
+			m.loads.budget = 64 << 10 // a run every few batches
+			log := loadLog(7, 60000, 5000, 500, window)
+			want := openLoadTask(t, m, "batches", window)
+			for _, ws := range log {
+				if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := openLoadTask(t, m, "loaded", window)
+			l, err := got.Partition("s").NewLoader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ws := range log {
+				if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := l.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d runs, %d lines", st.Runs, len(partitionState(t, got.Partition("s"))))
+			if st.Runs < 10 {
+				t.Fatalf("%d runs; the test wants the buffer to spill many", st.Runs)
+			}
+			w, g := partitionState(t, want.Partition("s")), partitionState(t, got.Partition("s"))
+			if !slices.Equal(w, g) {
+				t.Fatalf("loaded state differs from the batches' (%d vs %d lines): %q... vs %q...", len(g), len(w), g[:min(5, len(g))], w[:min(5, len(w))])
+			}
+			if m.loads.used.Load() != 0 || m.loads.active.Load() != 0 {
+				t.Fatalf("the load budget holds %d bytes and %d loaders after Finish", m.loads.used.Load(), m.loads.active.Load())
+			}
+			if !window {
+				// Reads through the store (the filter, then Pebble) see every loaded key.
+				s := got.Store("s")
+				for _, line := range w[:len(w)-1] {
+					var k, v []byte
+					fmt.Sscanf(line, "%x=%s", &k, &v)
+					if gv, ok := mustGet(t, s, string(k)); !ok || gv != string(v) {
+						t.Fatalf("Get(%s) = %q %v, want %q", k, gv, ok, v)
+					}
+				}
+			}
+			ents, err := os.ReadDir(m.loadDir())
+			if err != nil || len(ents) != 0 {
+				t.Fatalf("the load directory holds %d files (%v)", len(ents), err)
+			}
+		})
+	}
+}
+
+// TestLoaderAbortKeepsARun checks that a load stopped midway leaves the state of a prefix of
+// the changelog with its checkpoint, and that a loader resuming after that checkpoint, over
+// data now (so keeping its deletes), ends in the state of the whole changelog.
+func TestLoaderAbortKeepsARun(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	m.loads.budget = 64 << 10
+	log := loadLog(11, 30000, 3000, 500, false)
+	want := openLoadTask(t, m, "batches", false)
+	got := openLoadTask(t, m, "loaded", false)
+	l, err := got.Partition("s").NewLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(log) / 2
+	for _, ws := range log[:half] {
+		if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Abort()
+	cp, has, _ := got.Partition("s").Checkpoint()
+	if !has || cp.Offset >= log[half-1][len(log[half-1])-1].Offset {
+		t.Fatalf("checkpoint %d (%v) after the abort, want one of an ingested run before offset %d", cp.Offset, has, log[half-1][len(log[half-1])-1].Offset)
+	}
+	// The batches up to that checkpoint give the same state.
+	var rest [][]Write
+	for _, ws := range log {
+		if ws[0].Offset > cp.Offset {
+			rest = append(rest, ws)
+			continue
+		}
+		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, g := partitionState(t, want.Partition("s")), partitionState(t, got.Partition("s")); !slices.Equal(w, g) {
+		t.Fatalf("after the abort the state is not the changelog's up to its checkpoint %d", cp.Offset)
+	}
+	l, err = got.Partition("s").NewLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range rest {
+		if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if w, g := partitionState(t, want.Partition("s")), partitionState(t, got.Partition("s")); !slices.Equal(w, g) {
+		t.Fatal("the resumed load differs from the batches")
+	}
+}
+
+// TestLoaderEmptyAndRefused: a loader given nothing changes nothing; memory partitions and
+// tasks with uncommitted writes get none.
+func TestLoaderEmptyAndRefused(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	task := openLoadTask(t, m, "p", false)
+	l, err := task.Partition("s").NewLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, has, _ := task.Partition("s").Checkpoint(); has {
+		t.Fatal("an empty load set a checkpoint")
+	}
+	mustPut(t, task.Store("s"), "k", "v")
+	if _, err := task.Partition("s").NewLoader(); err == nil {
+		t.Fatal("a loader over uncommitted writes")
+	}
+	mt, err := m.OpenTask("mem", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mt.Open("s", Options{Backend: Memory}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mt.Partition("s").NewLoader(); err == nil {
+		t.Fatal("a loader for a memory store")
+	}
+}
