@@ -113,7 +113,24 @@ func (s *keySorter) sorted() []writeOrder {
 		}
 		return bytes.Compare(s.key(a.i), s.key(b.i))
 	}
-	slices.SortFunc(order, compare)
+	if len(order) < radixSortMin {
+		slices.SortFunc(order, compare)
+	} else {
+		order = radixSort(order)
+		// Keys that share their first 16 bytes are in the order they were added: sort
+		// them by their whole keys.
+		for i := 0; i < len(order); {
+			j := i + 1
+			for j < len(order) && order[j].w0 == order[i].w0 && order[j].w1 == order[i].w1 {
+				j++
+			}
+			if j-i > 1 {
+				slices.SortFunc(order[i:j], compare)
+			}
+			i = j
+		}
+		s.order = order
+	}
 	n := 0
 	for j := 0; j < len(order); {
 		// The writes of one key, in any order: the last one made holds.
@@ -127,6 +144,60 @@ func (s *keySorter) sorted() []writeOrder {
 		n++
 	}
 	return order[:n]
+}
+
+// radixSortMin is the fewest writes that sorted orders by radix (radixSort) rather than by
+// comparisons: 6x faster on a quarter of a million keys of the bench's words.
+const radixSortMin = 1024
+
+// radixSort returns order sorted by (w0, w1), stably: a least-significant-digit radix sort
+// over their 16 bytes, one byte a pass, that skips the bytes in which all entries agree (a
+// short key's zero padding, a common prefix). It uses a second slice of len(order) and
+// returns whichever of the two holds the result.
+func radixSort(order []writeOrder) []writeOrder {
+	src, dst := order, make([]writeOrder, len(order))
+	var count [256]int
+	for pass := range 16 {
+		shift := uint(pass%8) * 8
+		hi := pass >= 8
+		count = [256]int{}
+		if hi {
+			for i := range src {
+				count[byte(src[i].w0>>shift)]++
+			}
+		} else {
+			for i := range src {
+				count[byte(src[i].w1>>shift)]++
+			}
+		}
+		first := byte(src[0].w1 >> shift)
+		if hi {
+			first = byte(src[0].w0 >> shift)
+		}
+		if count[first] == len(src) {
+			continue // every entry has this byte: the pass would not move any
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		if hi {
+			for i := range src {
+				d := byte(src[i].w0 >> shift)
+				dst[count[d]] = src[i]
+				count[d]++
+			}
+		} else {
+			for i := range src {
+				d := byte(src[i].w1 >> shift)
+				dst[count[d]] = src[i]
+				count[d]++
+			}
+		}
+		src, dst = dst, src
+	}
+	return src
 }
 
 // dedupSample is the number of writes after which a keySorter stops looking for a key's
