@@ -180,6 +180,7 @@ func (p *Partition) initFilter() {
 
 // filterAdd adds key to the partition's filter, which a write or a restore may make present.
 func (p *Partition) filterAdd(key []byte) {
+	p.wakeFilter()
 	if p.filter != nil && !p.filter.add(filterHash(key)) {
 		p.dropFilter("its memory budget is spent")
 	}
@@ -200,9 +201,20 @@ func (p *Partition) dropFilter(why string) {
 // releaseFilter returns the partition's filter, if any, to the instance's budget, and ends
 // the build of one.
 func (p *Partition) releaseFilter() {
+	p.filterLazy = false
 	p.stopFilterBuild()
 	if p.filter != nil {
 		p.filter.release()
 		p.filter = nil
+	}
+}
+
+// wakeFilter starts the build of the filter that a load left to be built when the partition
+// is first used (Loader): before its first read or write, so that every key the task writes
+// reaches the build (filterBuild).
+func (p *Partition) wakeFilter() {
+	if p.filterLazy {
+		p.filterLazy = false
+		p.startFilterBuild()
 	}
 }

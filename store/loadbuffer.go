@@ -30,6 +30,27 @@ func newLoadBuffer() *loadBuffer {
 	return b
 }
 
+// reserve makes room for n more records without growing the entries and the order one
+// doubling at a time (each doubling copies them all): the first time, for as many records of
+// avg bytes as share holds.
+func (b *loadBuffer) reserve(n int, share int64, avg int) {
+	if cap(b.ents)-len(b.ents) >= n {
+		return
+	}
+	want := len(b.ents) + n
+	if len(b.ents) == 0 {
+		want = max(want, int(share/int64(avg+loadEntryBytes)))
+	} else {
+		want = max(want, 2*cap(b.ents))
+	}
+	b.ents = append(make([]loadEntry, 0, want), b.ents...)
+	b.ks.order = append(make([]writeOrder, 0, want), b.ks.order...)
+}
+
+// loadEntryBytes is what a record costs a loadBuffer beside its key and value: its entry
+// and its place in the sorter's order.
+const loadEntryBytes = 16 + 24
+
 // add copies w into the buffer.
 func (b *loadBuffer) add(w Write) {
 	n := len(w.Key) + len(w.Value)
@@ -70,9 +91,10 @@ func (b *loadBuffer) value(e loadEntry) []byte {
 func (b *loadBuffer) len() int { return len(b.ents) }
 
 // bytes estimates the memory the buffer holds: its slabs, its entries, the sorter's order and
-// its map of the keys it has seen (about 40 bytes an entry).
+// its map of the keys it has seen (about 40 bytes an entry). The entries and the order count
+// as far as they are filled: reserve sizes them to fit the share with the records' data.
 func (b *loadBuffer) bytes() int64 {
-	n := b.slabBytes + int64(cap(b.ents))*16 + int64(cap(b.ks.order))*24
+	n := b.slabBytes + int64(len(b.ents))*16 + int64(len(b.ks.order))*24
 	if b.ks.latest != nil {
 		n += int64(len(b.ks.latest)) * 40
 	}

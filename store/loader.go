@@ -44,12 +44,14 @@ type Loader struct {
 	m     *Manager
 	empty bool // nothing lies below the next run: its deletes can be left out
 
-	buf   *loadBuffer
-	run   *loadRun   // the run being written and ingested, nil when none
-	seq   int        // runs started, to name their files
-	cp    Checkpoint // of the last Add
-	added bool       // Add was called
-	recs  int64      // records in buf
+	buf      *loadBuffer
+	run      *loadRun   // the run being written and ingested, nil when none
+	seq      int        // runs started, to name their files
+	cp       Checkpoint // of the last Add
+	added    bool       // Add was called
+	sealed   bool       // Flush sealed the last run
+	recs     int64      // records in buf
+	sealedCp Checkpoint // of the last run sealed
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// droppedTo is the dropTo that the ingested runs applied: a run removes, with a range
@@ -134,40 +136,68 @@ func (p *Partition) NewLoader() (*Loader, error) {
 	if p.cache != nil {
 		p.cache.clear() // the load changes keys behind the cache
 	}
+	// Reads search Pebble until the load ends and a filter of its keys is built in the
+	// background (release, wakeFilter): adding each key as it comes would cost the load a
+	// third more.
+	p.releaseFilter()
 	return l, nil
 }
 
 // Add copies ws, the next changelog records of the partition, into the loader's buffer; cp is
-// the checkpoint of the last of them. When the buffer is full it is sealed as a run, which is
-// written and ingested in the background while the next one fills.
+// the checkpoint of the last of them, and each write's Offset must be its record's. When the
+// buffer is full it is sealed as a run, which is written and ingested in the background while
+// the next one fills; a batch larger than what the buffer has left is split between runs.
 func (l *Loader) Add(ws []Write, cp Checkpoint) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
+	if l.sealed {
+		return fmt.Errorf("store: task %s store %q: load: Add after Flush", l.p.t.id, l.p.name)
+	}
 	if err := l.collect(false); err != nil {
 		return l.fail(err)
 	}
+	for len(ws) > 0 {
+		// The records that fit in what the buffer has left of its share (one at least).
+		share := l.m.loads.share()
+		room := share - l.buf.bytes()
+		n, size := 0, 0
+		for n < len(ws) && (n == 0 || int64(size) < room) {
+			size += len(ws[n].Key) + len(ws[n].Value) + loadEntryBytes
+			n++
+		}
+		chunk := cp
+		if n < len(ws) {
+			chunk = Checkpoint{Offset: ws[n-1].Offset, LogID: cp.LogID}
+		}
+		if err := l.add(ws[:n], chunk, share, size/n-loadEntryBytes); err != nil {
+			return l.fail(err)
+		}
+		ws = ws[n:]
+	}
+	return nil
+}
+
+// add adds ws, records of avg bytes each, whose last has checkpoint cp, and seals the buffer
+// when it reaches share.
+func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 	ws, dropTo, err := l.p.restoreWrites(ws)
 	if err != nil {
-		return l.fail(fmt.Errorf("store: task %s store %q: restore: %w", l.p.t.id, l.p.name, err))
+		return fmt.Errorf("store: task %s store %q: restore: %w", l.p.t.id, l.p.name, err)
 	}
 	if dropTo != nil && bytes.Compare(dropTo, l.dropTo) > 0 {
 		l.dropTo = append(l.dropTo[:0], dropTo...)
 	}
 	before := l.buf.bytes()
+	l.buf.reserve(len(ws), share, avg)
 	for _, w := range ws {
-		if !w.Delete {
-			l.p.filterAdd(w.Key) // before the ingest: the filter may hold more keys, never fewer
-		}
 		l.buf.add(w)
 	}
 	l.m.loads.used.Add(l.buf.bytes() - before)
 	l.cp, l.added = cp, true
 	l.recs += int64(len(ws))
-	if l.buf.bytes() >= l.m.loads.share() {
-		if err := l.seal(false); err != nil {
-			return l.fail(err)
-		}
+	if l.buf.bytes() >= share {
+		return l.seal(false)
 	}
 	return nil
 }
@@ -180,7 +210,7 @@ func (l *Loader) Finish() (LoadStats, error) {
 		return LoadStats{}, err
 	}
 	var err error
-	if l.added {
+	if l.added && !l.sealed {
 		err = l.seal(true)
 	}
 	if err == nil {
@@ -191,6 +221,36 @@ func (l *Loader) Finish() (LoadStats, error) {
 	}
 	l.release()
 	return LoadStats{Runs: l.runs}, nil
+}
+
+// Flush starts writing and ingesting what the buffer holds, as Finish does, without waiting
+// for it: Ready tells when Finish will not wait. Nothing can be added after it.
+func (l *Loader) Flush() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if !l.added || l.sealed {
+		return nil
+	}
+	l.sealed = true
+	if err := l.seal(true); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// Ready reports whether no run is being written or ingested: Finish then returns at once,
+// after Flush.
+func (l *Loader) Ready() bool {
+	if l.run == nil {
+		return true
+	}
+	select {
+	case <-l.run.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Abort stops the load: the run being ingested, if any, completes (the partition's checkpoint
@@ -228,6 +288,13 @@ func (l *Loader) fail(err error) error {
 
 func (l *Loader) release() {
 	l.done = true
+	if l.runs > 0 || !l.empty {
+		// Built from the loaded keys when the task first uses the store, not while the
+		// other stores of the instance restore.
+		l.p.filterLazy = true
+	} else {
+		l.p.filter = l.m.filters.newFilter() // it holds no key: an empty filter is exact
+	}
 	l.m.loads.used.Add(-l.buf.bytes())
 	l.buf = newLoadBuffer()
 	l.m.loads.active.Add(-1)
@@ -274,8 +341,8 @@ func (l *Loader) endRun(r *loadRun) error {
 // seal turns the buffer into a run and starts writing it, after the run before it has ended.
 // With last, an empty buffer still makes a run: the checkpoint must be ingested.
 func (l *Loader) seal(last bool) error {
-	if l.recs == 0 && !last {
-		return nil
+	if l.recs == 0 && (!last || l.seq > 0 && l.sealedCp == l.cp) {
+		return nil // nothing new; or the last run sealed has the last checkpoint already
 	}
 	if err := l.collect(true); err != nil {
 		return err
@@ -297,7 +364,7 @@ func (l *Loader) seal(last bool) error {
 	keepDeletes := !l.empty || l.seq > 0
 	dropBelow := append([]byte(nil), l.droppedTo...)
 	l.seq++
-	l.recs = 0
+	l.recs, l.sealedCp = 0, l.cp
 	l.run = r
 	name := fmt.Sprintf("%08x-%s", p.id, strconv.Itoa(l.seq))
 	go func() {
@@ -344,13 +411,15 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 		return key
 	}
 	order := buf.sorted()
-	points := 0
+	live := func(k []byte) bool { return len(dropBelow) == 0 || bytes.Compare(k, dropBelow) >= 0 }
+	points := false
 	for _, o := range order {
-		if e := buf.ents[o.i]; (keepDeletes || e.vlen >= 0) && bytes.Compare(buf.key(e), dropBelow) >= 0 {
-			points++
+		if e := buf.ents[o.i]; (keepDeletes || e.vlen >= 0) && live(buf.key(e)) {
+			points = true
+			break
 		}
 	}
-	if points > 0 || rangeDel != nil {
+	if points || rangeDel != nil {
 		err := create("", func(w *sstable.Writer) error {
 			if rangeDel != nil {
 				if err := w.DeleteRange(p.prefix, append(append([]byte(nil), p.prefix...), rangeDel...)); err != nil {
@@ -360,7 +429,7 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			for _, o := range order {
 				e := buf.ents[o.i]
 				k := buf.key(e)
-				if bytes.Compare(k, dropBelow) < 0 {
+				if !live(k) {
 					continue
 				}
 				var err error

@@ -28,6 +28,9 @@ type Partition struct {
 	filter *keyFilter // pebble only: the keys the partition may hold; nil when it has none
 	// building is the partition's filter being built in the background, nil when none is.
 	building *filterBuild
+	// filterLazy: the partition has no filter yet, and builds one when it is first used
+	// (wakeFilter): a Loader filled it.
+	filterLazy bool
 
 	base    Store
 	top     Store

@@ -23,6 +23,7 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 	}
 	rc := s.p.cache
 	r := pebble.Reader(nil)
+	s.p.wakeFilter()
 	if rc != nil {
 		if e := rc.get(key); e != nil {
 			if e.absent {
@@ -67,6 +68,7 @@ func (s *pebbleStore) Put(key, value []byte) error {
 	if err := t.check(); err != nil {
 		return err
 	}
+	s.p.wakeFilter()
 	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
 	}
