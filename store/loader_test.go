@@ -36,7 +36,7 @@ func loadLog(seed uint64, n, keys, batch int, window bool) [][]Write {
 }
 
 // partitionState is everything a partition holds, as "key=value" lines, with its checkpoint.
-func partitionState(t *testing.T, p *Partition) []string {
+func partitionState(t testing.TB, p *Partition) []string {
 	t.Helper()
 	it, err := p.t.m.db.NewIter(nil)
 	if err != nil {
@@ -54,7 +54,7 @@ func partitionState(t *testing.T, p *Partition) []string {
 	return append(out, fmt.Sprintf("checkpoint=%d,%v stream-time=%d", cp.Offset, has, p.t.StreamTime()))
 }
 
-func openLoadTask(t *testing.T, m *Manager, proc string, window bool) *Task {
+func openLoadTask(t testing.TB, m *Manager, proc string, window bool) *Task {
 	t.Helper()
 	task, err := m.OpenTask(proc, 0)
 	if err != nil {
