@@ -44,10 +44,14 @@ type EndEvent struct {
 	Records int64
 	// Duration is the time from the start event.
 	Duration time.Duration
+	// Runs is the number of sorted sstable runs the restore ingested (a cold restore, or a long
+	// tail, through a store.Loader); 0 when it applied its batches through the memtable.
+	Runs int
 }
 
 // Listener receives the progress of restores, for logs, metrics and progress bars.
-// Calls come from the goroutine that runs Restore; keep them short.
+// Calls come from the goroutine that runs Restore and from the ones that apply what it
+// fetched, one call at a time; keep them short.
 type Listener interface {
 	OnRestoreStart(StartEvent)
 	OnBatchRestored(BatchEvent)
@@ -133,7 +137,7 @@ func (l logListener) OnBatchRestored(e BatchEvent) {
 
 func (l logListener) OnRestoreEnd(e EndEvent) {
 	l.Logger.Info("restore done", "processor", e.Processor, "store", e.Store, "partition", e.Partition,
-		"records", e.Records, "duration", e.Duration)
+		"records", e.Records, "duration", e.Duration, "runs", e.Runs)
 }
 
 // multiListener calls several listeners in order.

@@ -97,13 +97,22 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 // target is the restore of one store partition.
 type target struct {
 	proc  string
+	task  int // the index of its task in the restore's
 	ls    changelog.LoggedStore
 	id    [16]byte
 	start int64 // first offset to read
 	end   int64 // the restore is done when pos >= end; math.MaxInt64 for a standby
 	pos   int64 // next offset expected
 
-	total         int64
+	// loader, when not nil, takes the records of a cold restore (or a long tail) up to
+	// loadEnd, the changelog's end when the restore began (store.Loader); loading is the
+	// restore loop's view of it, which the applier owns.
+	loader  *store.Loader
+	loadEnd int64
+	loading bool
+	runs    int // the runs its loaders ingested
+
+	total         int64 // the applier's
 	began         time.Time
 	lastMoved     time.Time
 	probeFailures int // consecutive
@@ -141,9 +150,9 @@ func (r *Restorer) restore(ctx context.Context, tasks []*changelog.Task, follow 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var targets []*target
-	for _, t := range tasks {
+	for i, t := range tasks {
 		for _, ls := range t.LoggedStores() {
-			targets = append(targets, &target{proc: t.Processor(), ls: ls})
+			targets = append(targets, &target{proc: t.Processor(), ls: ls, task: i})
 		}
 	}
 	var err error
@@ -221,15 +230,60 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 	if active == 0 {
 		return nil
 	}
+	if err := r.openLoaders(targets); err != nil {
+		return err
+	}
 	r.cl.AddConsumePartitions(assign)
 
-	var ws []store.Write
+	actx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
+	a := newAppliers(r, targets, stopLoop)
+	err := r.loop(ctx, actx, a, targets, byTP, active, follow)
+	a.stop()
+	if err == nil && actx.Err() != nil {
+		err = applyFailure(ctx, actx) // the last jobs failed
+	}
+	return err
+}
+
+// openLoaders gives a store.Loader to the Pebble stores of targets that restore without a
+// checkpoint, or a tail of at least loadMinTail offsets after it.
+func (r *Restorer) openLoaders(targets []*target) error {
+	for _, tg := range targets {
+		part := tg.ls.Part
+		if tg.done || !part.Persistent() || tg.loadEnd <= tg.start {
+			continue
+		}
+		_, has, err := part.Checkpoint()
+		if err != nil {
+			return err
+		}
+		if has && tg.loadEnd-tg.start < loadMinTail {
+			continue
+		}
+		if tg.loader, err = part.NewLoader(); err != nil {
+			for _, o := range targets {
+				if o.loader != nil {
+					o.loader.Abort()
+					o.loader = nil
+				}
+			}
+			return fmt.Errorf("restore: processor %s store %s: %w", tg.proc, tg.ls.Store, err)
+		}
+		tg.loading = true
+	}
+	return nil
+}
+
+// loop reads the changelogs and hands what it reads to a, until every target is done (never,
+// with follow) or actx ends: ctx's end, or a failure of a.
+func (r *Restorer) loop(ctx, actx context.Context, a appliers, targets []*target, byTP map[tpKey]*target, active int, follow bool) error {
 	for active > 0 {
-		pctx, cancel := context.WithTimeout(ctx, r.set.ProbeInterval)
+		pctx, cancel := context.WithTimeout(actx, r.set.ProbeInterval)
 		fs := r.cl.PollFetches(pctx)
 		cancel()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("restore: stopped: %w", err)
+		if actx.Err() != nil {
+			return applyFailure(ctx, actx)
 		}
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
@@ -249,14 +303,17 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 		if ferr != nil {
 			return ferr
 		}
-		var aerr error
+		stopped := false
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			tg := byTP[tpKey{p.Topic, p.Partition}]
-			if aerr != nil || tg == nil || tg.done || len(p.Records) == 0 {
+			if stopped || tg == nil || tg.done || len(p.Records) == 0 {
 				return
 			}
-			ws = ws[:0]
-			last := int64(-1)
+			ws := a.of(tg).buffer()
+			if cap(ws) < len(p.Records) {
+				ws = make([]store.Write, 0, len(p.Records))
+			}
+			last, pos := int64(-1), tg.pos
 			for _, rec := range p.Records {
 				if rec.Offset < tg.pos {
 					continue
@@ -265,7 +322,6 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 					break
 				}
 				tg.pos = rec.Offset + 1
-				tg.lastMoved = time.Now()
 				if rec.Attrs.IsControl() {
 					continue
 				}
@@ -276,22 +332,30 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil, Timestamp: ts, Offset: rec.Offset})
 				last = rec.Offset
 			}
-			if len(ws) > 0 {
-				if err := tg.ls.Part.ApplyRestore(ws, store.Checkpoint{Offset: last, LogID: tg.id}); err != nil {
-					aerr = fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
+			if tg.pos != pos {
+				tg.lastMoved = time.Now()
+			}
+			if len(ws) > 0 && !a.send(actx, applyJob{tg: tg, ws: ws, last: last, hw: p.HighWatermark}) {
+				stopped = true
+				return
+			}
+			if tg.loading && follow && tg.pos >= tg.loadEnd {
+				tg.loading = false
+				if !a.send(actx, applyJob{tg: tg, caughtUp: true}) {
+					stopped = true
 					return
 				}
-				tg.total += int64(len(ws))
-				r.lis.OnBatchRestored(BatchEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition,
-					Records: len(ws), Offset: last, HighWatermark: p.HighWatermark})
 			}
 			if tg.pos >= tg.end {
-				r.finish(tg)
+				if !r.finish(actx, a, tg) {
+					stopped = true
+					return
+				}
 				active--
 			}
 		})
-		if aerr != nil {
-			return aerr
+		if stopped {
+			return applyFailure(ctx, actx)
 		}
 		if follow {
 			continue
@@ -321,7 +385,9 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 			tg.lastMoved = time.Now()
 			if done {
 				tg.pos = tg.end
-				r.finish(tg)
+				if !r.finish(actx, a, tg) {
+					return applyFailure(ctx, actx)
+				}
 				active--
 			}
 		}
@@ -474,7 +540,7 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 			}
 		}
 		part.SetLogID(d.ID)
-		tg.end = logEnd
+		tg.end, tg.loadEnd = logEnd, logEnd
 		if follow {
 			tg.end = math.MaxInt64
 		}
@@ -483,7 +549,8 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		tg.lastMoved = tg.began
 		r.lis.OnRestoreStart(StartEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: topic, Partition: p, StartOffset: tg.start, EndOffset: max(logEnd, tg.start)})
 		if tg.start >= tg.end {
-			r.finish(tg)
+			tg.done = true
+			r.ended(tg)
 		}
 	}
 	return nil
@@ -550,8 +617,10 @@ func errMissing(ok bool) error {
 	return errors.New("partition missing from the response")
 }
 
-func (r *Restorer) finish(tg *target) {
+// finish stops reading tg's changelog and has the applier end its restore once what was read
+// is in the store; false when actx ended first.
+func (r *Restorer) finish(actx context.Context, a appliers, tg *target) bool {
 	tg.done = true
 	r.cl.RemoveConsumePartitions(map[string][]int32{tg.ls.Topic: {tg.ls.Partition}})
-	r.lis.OnRestoreEnd(EndEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition, Records: tg.total, Duration: time.Since(tg.began)})
+	return a.send(actx, applyJob{tg: tg, end: true})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,73 @@ func TestNewValidatesClient(t *testing.T) {
 	cl = e.client(t, kgo.ConsumeResetOffset(kgo.NoResetOffset()), kgo.FetchMaxWait(time.Second))
 	if _, err := New(cl, kadm.NewClient(cl), Settings{ReadCommitted: true}); err == nil || !strings.Contains(err.Error(), "isolation") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestColdRestoreInRuns restores a changelog far larger than the store's load budget (the
+// minimum memory setting gives its loaders 1 MiB in all) into an empty state directory: the
+// load spills sorted runs, ingested one after the other, and the newest write of every key
+// wins across them, deletes included. A warm restart then replays nothing.
+func TestColdRestoreInRuns(t *testing.T) {
+	e := newEnv(t)
+	topic := changelog.TopicName(app, "kv")
+	task := e.task(t, 0, kv)
+	_ = task.Close(ctx)
+	want := map[string]string{}
+	const n, keys = 60_000, 15_000
+	for i := range n {
+		k := fmt.Sprintf("key%06d", (i*7919)%keys)
+		r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte(k), Value: fmt.Appendf(nil, "v%d-with-some-padding", i)}
+		if i%13 == 0 {
+			r.Value = nil
+			delete(want, k)
+		} else {
+			want[k] = string(r.Value)
+		}
+		e.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := e.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wantLines []string
+	for k, v := range want {
+		wantLines = append(wantLines, k+"="+v)
+	}
+	slices.Sort(wantLines)
+
+	e.manager(t, t.TempDir()) // a new, empty disk
+	task = e.task(t, 0, kv)
+	rec := &recorder{}
+	if err := e.restorer(t, rec, Settings{}).Restore(timeout(t), task); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, wantLines) {
+		t.Fatalf("restored %d keys, want %d", len(got), len(wantLines))
+	}
+	if got := rec.restored(); got != n {
+		t.Fatalf("restored %d records, want %d", got, n)
+	}
+	if len(rec.ends) != 1 || rec.ends[0].Runs < 4 {
+		t.Fatalf("end events %+v: want one, of a load in several runs", rec.ends)
+	}
+	cp, ok, _ := task.StoreTask().Partition("kv").Checkpoint()
+	if !ok || cp.Offset != n-1 {
+		t.Fatalf("checkpoint %d (%v), want %d", cp.Offset, ok, n-1)
+	}
+	_ = task.Close(ctx)
+	task = e.task(t, 0, kv)
+	rec = &recorder{}
+	if err := e.restorer(t, rec, Settings{}).Restore(timeout(t), task); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.restored(); got != 0 {
+		t.Fatalf("the warm restart replayed %d records", got)
+	}
+	if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, wantLines) {
+		t.Fatalf("after the restart %d keys, want %d", len(got), len(wantLines))
 	}
 }

@@ -1,0 +1,255 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/statehost/statehost/store"
+)
+
+// loadMinTail is the shortest stretch of changelog, in offsets, that a store with a checkpoint
+// restores through a store.Loader (a long tail after a long stop) rather than in batches
+// through Pebble's memtable. A store without a checkpoint (a cold restore: new, wiped, a new
+// standby) always does.
+const loadMinTail = 100_000
+
+// applier applies what the restore loop fetched, on a goroutine of its own, so that the loop
+// reads the next fetch while the current one is applied: the batches of a store with a
+// checkpoint go through Partition.ApplyRestore; the records of a cold store go to its
+// store.Loader, whose sorted runs are written and ingested in the background. It owns the
+// stores of the targets and emits their batch and end events.
+type applier struct {
+	r       *Restorer
+	targets []*target
+	jobs    chan applyJob
+	free    chan []store.Write
+	cancel  context.CancelCauseFunc // stops the restore loop when an apply fails
+	done    chan struct{}
+
+	closing []*target // loaders flushed, whose last run is on its way into Pebble
+	failed  bool
+	emit    *sync.Mutex // held while a listener is called: the appliers of a restore share it
+}
+
+// applyJob is a fetch's records of one target to apply; or, with end, the end of its
+// restore; or, with caughtUp, a standby that reached the end its changelog had at its start,
+// whose loader is finished: it follows in batches from there.
+type applyJob struct {
+	tg       *target
+	ws       []store.Write
+	last     int64 // offset of the last record in ws
+	hw       int64
+	end      bool
+	caughtUp bool
+}
+
+// applyQueue is how many fetched batches may wait for the applier: the loop reads ahead by
+// that many.
+const applyQueue = 2
+
+func newApplier(r *Restorer, targets []*target, cancel context.CancelCauseFunc, emit *sync.Mutex) *applier {
+	a := &applier{r: r, targets: targets, jobs: make(chan applyJob, applyQueue), free: make(chan []store.Write, applyQueue+2),
+		cancel: cancel, done: make(chan struct{}), emit: emit}
+	go a.loop()
+	return a
+}
+
+// appliers are the appliers of a restore: one per processor of the machine (at most one per
+// task), each applying the targets of its tasks, so that the tasks' stores are filled in
+// parallel while the loop reads on.
+type appliers []*applier
+
+func newAppliers(r *Restorer, targets []*target, cancel context.CancelCauseFunc) appliers {
+	tasks := 0
+	for _, tg := range targets {
+		tasks = max(tasks, tg.task+1)
+	}
+	n := max(1, min(runtime.GOMAXPROCS(0), tasks))
+	shards := make([][]*target, n)
+	for _, tg := range targets {
+		shards[tg.task%n] = append(shards[tg.task%n], tg)
+	}
+	emit := new(sync.Mutex)
+	as := make(appliers, n)
+	for i := range as {
+		as[i] = newApplier(r, shards[i], cancel, emit)
+	}
+	return as
+}
+
+func (as appliers) of(tg *target) *applier { return as[tg.task%len(as)] }
+
+func (as appliers) send(ctx context.Context, j applyJob) bool { return as.of(j.tg).send(ctx, j) }
+
+// stop ends the appliers after their queued jobs (skipped after a failure) and waits for
+// them. Their loaders are finished, or aborted after a failure.
+func (as appliers) stop() {
+	for _, a := range as {
+		close(a.jobs)
+	}
+	for _, a := range as {
+		<-a.done
+	}
+}
+
+// buffer returns an empty slice for a job's records.
+func (a *applier) buffer() []store.Write {
+	select {
+	case ws := <-a.free:
+		return ws[:0]
+	default:
+		return nil
+	}
+}
+
+// send queues a job; it returns false when ctx ended first.
+func (a *applier) send(ctx context.Context, j applyJob) bool {
+	select {
+	case a.jobs <- j:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (a *applier) loop() {
+	defer close(a.done)
+	for j := range a.jobs {
+		if !a.failed {
+			if err := a.apply(j); err != nil {
+				a.fail(err)
+			}
+		}
+		if j.ws != nil {
+			select {
+			case a.free <- j.ws:
+			default:
+			}
+		}
+		a.finishReady(false)
+	}
+	a.finishReady(true)
+	a.closeLoaders()
+}
+
+func (a *applier) fail(err error) {
+	a.failed = true
+	a.cancel(err)
+}
+
+func (a *applier) apply(j applyJob) error {
+	tg := j.tg
+	if j.caughtUp {
+		// Finished before the next batch: that one goes through the memtable, and must
+		// not be overtaken by the last run's ingest.
+		if tg.loader != nil {
+			st, err := tg.loader.Finish()
+			tg.runs += st.Runs
+			tg.loader.Abort()
+			tg.loader = nil
+			if err != nil {
+				return a.loadError(tg, err)
+			}
+		}
+		return nil
+	}
+	if j.end {
+		if tg.loader == nil {
+			a.ended(tg)
+			return nil
+		}
+		if err := tg.loader.Flush(); err != nil {
+			return a.loadError(tg, err)
+		}
+		a.closing = append(a.closing, tg)
+		return nil
+	}
+	cp := store.Checkpoint{Offset: j.last, LogID: tg.id}
+	if tg.loader != nil {
+		if err := tg.loader.Add(j.ws, cp); err != nil {
+			return a.loadError(tg, err)
+		}
+	} else if err := tg.ls.Part.ApplyRestore(j.ws, cp); err != nil {
+		return fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
+	}
+	tg.total += int64(len(j.ws))
+	a.emit.Lock()
+	a.r.lis.OnBatchRestored(BatchEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition,
+		Records: len(j.ws), Offset: j.last, HighWatermark: j.hw})
+	a.emit.Unlock()
+	return nil
+}
+
+func (a *applier) loadError(tg *target, err error) error {
+	return fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
+}
+
+// finishReady finishes the flushed loaders whose last run is in Pebble (all of them when wait
+// is set) and ends their restores; after a failure it aborts them.
+func (a *applier) finishReady(wait bool) {
+	n := 0
+	for _, tg := range a.closing {
+		if !wait && !a.failed && !tg.loader.Ready() {
+			a.closing[n] = tg
+			n++
+			continue
+		}
+		if a.failed {
+			tg.loader.Abort()
+		} else if st, err := tg.loader.Finish(); err != nil {
+			tg.loader.Abort()
+			a.fail(a.loadError(tg, err))
+		} else {
+			tg.runs += st.Runs
+		}
+		tg.loader = nil
+		if !a.failed {
+			a.ended(tg)
+		}
+	}
+	a.closing = a.closing[:n]
+}
+
+// closeLoaders ends the loads that did not reach their end: a stopped restore ingests what
+// they hold (it is the changelog up to their last batch), a failed one drops it.
+func (a *applier) closeLoaders() {
+	for _, tg := range a.targets {
+		if tg.loader == nil {
+			continue
+		}
+		if !a.failed {
+			if _, err := tg.loader.Finish(); err != nil {
+				a.fail(a.loadError(tg, err))
+			}
+		}
+		tg.loader.Abort()
+		tg.loader = nil
+	}
+}
+
+// ended emits the end of tg's restore.
+func (a *applier) ended(tg *target) {
+	a.emit.Lock()
+	defer a.emit.Unlock()
+	a.r.ended(tg)
+}
+
+// ended emits the end of tg's restore.
+func (r *Restorer) ended(tg *target) {
+	r.lis.OnRestoreEnd(EndEvent{Processor: tg.proc, Store: tg.ls.Store, Topic: tg.ls.Topic, Partition: tg.ls.Partition, Records: tg.total, Duration: time.Since(tg.began), Runs: tg.runs})
+}
+
+// applyFailure returns the error that stopped the restore loop: the applier's, or ctx's.
+func applyFailure(ctx, actx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("restore: stopped: %w", err)
+	}
+	if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return fmt.Errorf("restore: stopped: %w", actx.Err())
+}
