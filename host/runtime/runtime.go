@@ -439,6 +439,7 @@ func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Lo
 		kgo.ClientID(r.cfg.ApplicationID+"-"+name),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(restoreFetchMaxBytes),
 		kgo.KeepControlRecords(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
@@ -452,6 +453,14 @@ func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Lo
 	}
 	return cl, rs, nil
 }
+
+// restoreFetchMaxBytes bounds what one fetch of a restore brings (Kafka's fetch.max.bytes,
+// 50 MiB by default). A fetch is decoded into records of about 200 bytes each however small
+// the changelog's records are, and the restore holds up to four fetches at once (the one
+// being read and the ones its appliers queue): 50 MiB of word counts took 500 MiB. With
+// 4 MiB, a restore of 20 million records stays within the store's memory and a fixed margin,
+// at the same speed: the appliers work on one fetch while the next is read.
+const restoreFetchMaxBytes = 4 << 20
 
 // producerOpts are the options of the client that produces the tasks' changelog and output
 // records (changelog.Producer): the admin client under at-least-once, the transactional group
