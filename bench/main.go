@@ -55,6 +55,7 @@ func mainRun() int {
 		traces     = flag.Bool("trace", false, "with -cpuprofile: write each child's execution trace there too")
 		modulePath = flag.String("module", "", "the count `module` statehost runs (default: plugins/count, built now)")
 		keep       = flag.Bool("keep", false, "keep the working directory (state, logs) and print its path")
+		bigRestore = flag.Int("big-restore", 0, "also restore a changelog of this many `records` cold, and report the restoring process's peak RSS (e.g. 20000000)")
 	)
 	flag.Parse()
 	if *childSpec != "" {
@@ -74,7 +75,7 @@ func mainRun() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	*traceFlag, *moduleFlag = *traces, *modulePath
+	*traceFlag, *moduleFlag, *bigRestoreFlag = *traces, *modulePath, *bigRestore
 	if err := runBench(ctx, n, *keys, *workloads, match, *interval, *cpuProfile, *full, *keep); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
@@ -82,10 +83,11 @@ func mainRun() int {
 	return 0
 }
 
-// traceFlag is -trace, for runBench.
+// traceFlag is -trace, moduleFlag -module, bigRestoreFlag -big-restore, for runBench.
 var (
-	traceFlag  = new(bool)
-	moduleFlag = new(string)
+	traceFlag      = new(bool)
+	moduleFlag     = new(string)
+	bigRestoreFlag = new(int)
 )
 
 func runBench(ctx context.Context, n, keys int, workloadList string, match *regexp.Regexp, interval time.Duration,
@@ -176,6 +178,13 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 		w.counts = nil // the reference is no longer needed
 	}
 	report(os.Stdout, runs)
+	if n := *bigRestoreFlag; n > 0 {
+		res, err := b.measureBigRestore(ctx, n)
+		if err != nil {
+			return fmt.Errorf("big restore: %w", err)
+		}
+		reportBigRestore(os.Stdout, res)
+	}
 	for _, r := range runs {
 		if r.err != nil {
 			return fmt.Errorf("%d of %d runs failed", countFailed(runs), len(runs))

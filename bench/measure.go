@@ -56,6 +56,9 @@ type run struct {
 	restored     int64         // records a cold restore applied
 	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
 	warmReplayed int64         // records replayed by a restart on the state the run left
+	tailRecs     int64         // records appended to the changelog after that restart (appendTail)
+	tailReplayed int64         // records the next restart replayed of them
+	tailTook     time.Duration // that replay, from its first store's start to its last one's end
 	hasRestore   bool
 }
 
@@ -161,6 +164,20 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		return r
 	}
 	r.warmReplayed = rep.Restored
+	// A tail after the checkpoints: the restart replays it in batches, as a standby follows
+	// its changelog.
+	if r.tailRecs, err = b.appendTail(ctx, c.changelogTopic(app), tailShare); err != nil {
+		r.err = fmt.Errorf("warm tail: %w", err)
+		return r
+	}
+	if rep, err = b.runToEnd(warm, app+"-tail.log"); err != nil {
+		r.err = fmt.Errorf("warm tail restore: %w", err)
+		return r
+	}
+	r.tailReplayed, r.tailTook = rep.Restored, time.Duration(rep.RestoreNanos)
+	if r.tailReplayed != r.tailRecs {
+		r.err = fmt.Errorf("warm tail restore: replayed %d records of a tail of %d", r.tailReplayed, r.tailRecs)
+	}
 	return r
 }
 

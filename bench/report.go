@@ -81,10 +81,11 @@ func report(out io.Writer, runs []*run) {
 	if len(restores) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\tcold restore\trestore rec/s\trestore vs consume\twarm restart replayed\t")
+		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\tcold restore\trestore rec/s\trestore vs consume\twarm restart replayed\twarm tail\ttail rec/s\ttail vs processing\t")
 		for _, r := range restores {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t%d\t\n", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
-				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate, r.warmReplayed)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t%d\t%d\t%.0f\t%.2fx\t\n", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
+				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate, r.warmReplayed,
+				r.tailReplayed, r.tailRate(), r.tailRate()/r.rate)
 		}
 		tw.Flush()
 	}
@@ -105,6 +106,7 @@ func report(out io.Writer, runs []*run) {
 			fmt.Fprintf(out, "RESULT %s_cold_restore_seconds=%.3f\n", p, r.restoreTook.Seconds())
 			fmt.Fprintf(out, "RESULT %s_restore_records_per_s=%.0f\n", p, r.restoreRate())
 			fmt.Fprintf(out, "RESULT %s_warm_restart_replayed=%d\n", p, r.warmReplayed)
+			fmt.Fprintf(out, "RESULT %s_warm_tail_records_per_s=%.0f\n", p, r.tailRate())
 		}
 	}
 	// The headline ratios: statehost as configured by default (at_least_once, coalescing
@@ -127,10 +129,13 @@ func report(out io.Writer, runs []*run) {
 		fmt.Fprintf(out, "RESULT wordcount_%s_vs_native=%.3f\n", s, worst(c.name, "native"))
 		fmt.Fprintf(out, "RESULT wordcount_%s_vs_goka=%.3f\n", s, worst(c.name, "goka"))
 	}
-	restoreWorst := math.NaN()
+	restoreWorst, tailWorst := math.NaN(), math.NaN()
 	for _, r := range restores {
 		if q := r.restoreRate() / r.consumeRate; math.IsNaN(restoreWorst) || q < restoreWorst {
 			restoreWorst = q
+		}
+		if q := r.tailRate() / r.rate; math.IsNaN(tailWorst) || q < tailWorst {
+			tailWorst = q
 		}
 	}
 	fmt.Fprintf(out, "RESULT wordcount_vs_native=%.3f\n", worst("statehost-alos", "native"))
@@ -138,6 +143,16 @@ func report(out io.Writer, runs []*run) {
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_native=%.3f\n", worst("statehost-alos-c", "native"))
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_goka=%.3f\n", worst("statehost-alos-c", "goka"))
 	fmt.Fprintf(out, "RESULT restore_vs_consume=%.3f\n", restoreWorst)
+	// A standby or a restart replays a tail in batches: how many times the rate at which the
+	// same contender processed (and so wrote its changelog), the worst workload.
+	fmt.Fprintf(out, "RESULT warm_tail_vs_processing=%.3f\n", tailWorst)
+}
+
+func (r *run) tailRate() float64 {
+	if r.tailTook <= 0 {
+		return math.NaN()
+	}
+	return float64(r.tailReplayed) / r.tailTook.Seconds()
 }
 
 func (r *run) restoreRate() float64 {
