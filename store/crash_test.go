@@ -63,36 +63,7 @@ func TestCrashRecovery(t *testing.T) {
 
 func crashAndReopen(t *testing.T, mode string) *Manager {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir, crashEnv+"_MODE="+mode)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				ready <- nil
-				return
-			}
-		}
-		ready <- fmt.Errorf("helper exited before ready: %v", sc.Err())
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("helper not ready")
-	}
+	cmd := startHelper(t, "TestCrashRecovery", "ready", crashEnv+"="+dir, crashEnv+"_MODE="+mode)
 	if mode == "loop" {
 		time.Sleep(50 * time.Millisecond) // kill it in the middle of its commits
 	}
@@ -101,6 +72,49 @@ func crashAndReopen(t *testing.T, mode string) *Manager {
 	}
 	_ = cmd.Wait()
 	return openManager(t, dir) // the flock died with the process
+}
+
+// startHelper runs this test binary's test as a helper process, with env added to its
+// environment, and returns once the helper has printed the line; the rest of its output is
+// read and dropped. The caller kills it.
+func startHelper(t *testing.T, test, line string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == line {
+				seen <- nil
+				for sc.Scan() { // drain: the helper must not block on a full pipe
+				}
+				return
+			}
+		}
+		seen <- fmt.Errorf("the helper ended before it printed %q: %v", line, sc.Err())
+	}()
+	select {
+	case err := <-seen:
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the helper did not print %q within 60s", line)
+	}
+	return cmd
 }
 
 func crashState(t *testing.T, m *Manager) (int, Checkpoint, bool) {

@@ -1,13 +1,10 @@
 package store
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -116,43 +113,7 @@ func TestLoaderSIGKILL(t *testing.T) {
 // the line after.
 func killLoadHelper(t *testing.T, dir, after string, delay time.Duration) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLoaderSIGKILL$")
-	cmd.Env = append(os.Environ(), loadCrashEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	seen := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == after {
-				seen <- nil
-				break
-			}
-		}
-		if sc.Err() != nil {
-			seen <- sc.Err()
-		}
-		seen <- fmt.Errorf("the helper ended before it printed %q", after)
-		for sc.Scan() { // drain
-		}
-	}()
-	select {
-	case err := <-seen:
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the helper did not print %q", after)
-	}
+	cmd := startHelper(t, "TestLoaderSIGKILL", after, loadCrashEnv+"="+dir)
 	time.Sleep(delay)
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
