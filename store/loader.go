@@ -50,7 +50,6 @@ type Loader struct {
 	cp       Checkpoint // of the last Add
 	added    bool       // Add was called
 	sealed   bool       // Flush sealed the last run
-	recs     int64      // records in buf
 	sealedCp Checkpoint // of the last run sealed
 
 	dropTo []byte // window and session stores: the local keys below it are expired
@@ -65,14 +64,12 @@ type Loader struct {
 
 // loadRun is a sealed buffer on its way into Pebble.
 type loadRun struct {
-	done   chan struct{}
-	err    error
-	cp     Checkpoint
-	time   int64 // the stream time to record with the checkpoint, NoTime for none
-	bytes  int64 // the buffer's share of the load budget, given back when the run ends
-	files  []string
-	stats  pebble.IngestOperationStats
-	ingest bool
+	done  chan struct{}
+	err   error
+	cp    Checkpoint
+	time  int64 // the stream time to record with the checkpoint, NoTime for none
+	bytes int64 // the buffer's share of the load budget, given back when the run ends
+	files []string
 }
 
 // LoadStats describe what a Loader did.
@@ -195,7 +192,6 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 	}
 	l.m.loads.used.Add(l.buf.bytes() - before)
 	l.cp, l.added = cp, true
-	l.recs += int64(len(ws))
 	if l.buf.bytes() >= share {
 		return l.seal(false)
 	}
@@ -260,12 +256,7 @@ func (l *Loader) Abort() {
 	if l.done {
 		return
 	}
-	if l.err == nil {
-		_ = l.collect(true)
-	} else if l.run != nil {
-		<-l.run.done
-		l.endRun(l.run)
-	}
+	_ = l.collect(true) // after a failure too: a run that was ingested moves the checkpoint
 	l.release()
 }
 
@@ -341,7 +332,7 @@ func (l *Loader) endRun(r *loadRun) error {
 // seal turns the buffer into a run and starts writing it, after the run before it has ended.
 // With last, an empty buffer still makes a run: the checkpoint must be ingested.
 func (l *Loader) seal(last bool) error {
-	if l.recs == 0 && (!last || l.seq > 0 && l.sealedCp == l.cp) {
+	if l.buf.len() == 0 && (!last || l.seq > 0 && l.sealedCp == l.cp) {
 		return nil // nothing new; or the last run sealed has the last checkpoint already
 	}
 	if err := l.collect(true); err != nil {
@@ -364,7 +355,7 @@ func (l *Loader) seal(last bool) error {
 	keepDeletes := !l.empty || l.seq > 0
 	dropBelow := append([]byte(nil), l.droppedTo...)
 	l.seq++
-	l.recs, l.sealedCp = 0, l.cp
+	l.sealedCp = l.cp
 	l.run = r
 	name := fmt.Sprintf("%08x-%s", p.id, strconv.Itoa(l.seq))
 	go func() {
@@ -462,15 +453,9 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			return err
 		}
 	}
-	err := m.write(func() error {
-		var err error
-		r.stats, err = m.db.IngestWithStats(context.Background(), r.files)
-		return err
-	})
-	if err != nil {
+	if err := m.write(func() error { return m.db.Ingest(context.Background(), r.files) }); err != nil {
 		return fmt.Errorf("store: task %s store %q: ingest the run up to offset %d into %s: %w", p.t.id, p.name, r.cp.Offset, m.dbDir(), err)
 	}
-	r.ingest = true
 	return nil
 }
 
