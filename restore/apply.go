@@ -146,16 +146,7 @@ func (a *applier) apply(j applyJob) error {
 	if j.caughtUp {
 		// Finished before the next batch: that one goes through the memtable, and must
 		// not be overtaken by the last run's ingest.
-		if tg.loader != nil {
-			st, err := tg.loader.Finish()
-			tg.runs += st.Runs
-			tg.loader.Abort()
-			tg.loader = nil
-			if err != nil {
-				return a.loadError(tg, err)
-			}
-		}
-		return nil
+		return finishLoader(tg)
 	}
 	if j.end {
 		if tg.loader == nil {
@@ -163,7 +154,7 @@ func (a *applier) apply(j applyJob) error {
 			return nil
 		}
 		if err := tg.loader.Flush(); err != nil {
-			return a.loadError(tg, err)
+			return partError(tg, err)
 		}
 		a.closing = append(a.closing, tg)
 		return nil
@@ -171,10 +162,10 @@ func (a *applier) apply(j applyJob) error {
 	cp := store.Checkpoint{Offset: j.last, LogID: tg.id}
 	if tg.loader != nil {
 		if err := tg.loader.Add(j.ws, cp); err != nil {
-			return a.loadError(tg, err)
+			return partError(tg, err)
 		}
 	} else if err := tg.ls.Part.ApplyRestore(j.ws, cp); err != nil {
-		return fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
+		return partError(tg, err)
 	}
 	tg.total += int64(len(j.ws))
 	a.emit.Lock()
@@ -184,8 +175,28 @@ func (a *applier) apply(j applyJob) error {
 	return nil
 }
 
-func (a *applier) loadError(tg *target, err error) error {
+// partError is err, of applying to tg's store, with its changelog partition.
+func partError(tg *target, err error) error {
 	return fmt.Errorf("restore: %s partition %d: %w", tg.ls.Topic, tg.ls.Partition, err)
+}
+
+// finishLoader finishes tg's loader (its last run in Pebble) and lets it go; a loader that
+// failed to finish is aborted.
+func finishLoader(tg *target) error {
+	st, err := tg.loader.Finish()
+	tg.runs += st.Runs
+	tg.loader.Abort() // nothing after a Finish that succeeded
+	tg.loader = nil
+	if err != nil {
+		return partError(tg, err)
+	}
+	return nil
+}
+
+// dropLoader aborts tg's loader, after a failure, and lets it go.
+func dropLoader(tg *target) {
+	tg.loader.Abort()
+	tg.loader = nil
 }
 
 // finishReady finishes the flushed loaders whose last run is in Pebble (all of them when wait
@@ -199,17 +210,14 @@ func (a *applier) finishReady(wait bool) {
 			continue
 		}
 		if a.failed {
-			tg.loader.Abort()
-		} else if st, err := tg.loader.Finish(); err != nil {
-			tg.loader.Abort()
-			a.fail(a.loadError(tg, err))
-		} else {
-			tg.runs += st.Runs
+			dropLoader(tg)
+			continue
 		}
-		tg.loader = nil
-		if !a.failed {
-			a.ended(tg)
+		if err := finishLoader(tg); err != nil {
+			a.fail(err)
+			continue
 		}
+		a.ended(tg)
 	}
 	a.closing = a.closing[:n]
 }
@@ -221,17 +229,15 @@ func (a *applier) closeLoaders() {
 		if tg.loader == nil {
 			continue
 		}
-		if !a.failed {
-			if _, err := tg.loader.Finish(); err != nil {
-				a.fail(a.loadError(tg, err))
-			}
+		if a.failed {
+			dropLoader(tg)
+		} else if err := finishLoader(tg); err != nil {
+			a.fail(err)
 		}
-		tg.loader.Abort()
-		tg.loader = nil
 	}
 }
 
-// ended emits the end of tg's restore.
+// ended emits the end of tg's restore, under the lock the appliers share.
 func (a *applier) ended(tg *target) {
 	a.emit.Lock()
 	defer a.emit.Unlock()
