@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,18 +40,21 @@ func (b *bench) produceAll(ctx context.Context, recs []*kgo.Record) error {
 		return err
 	}
 	defer cl.Close()
-	var perr error
+	var failed atomic.Pointer[error] // the callbacks run on the client's goroutines
 	for _, r := range recs {
 		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil && perr == nil {
-				perr = err
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
 			}
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
 	}
-	return perr
+	if p := failed.Load(); p != nil {
+		return fmt.Errorf("bench: produce: %w", *p)
+	}
+	return nil
 }
 
 // bigRestore is the restore of a large changelog into an empty state directory, with the
