@@ -107,7 +107,7 @@ func (m *TopicManager) Ensure(ctx context.Context, partitions int32, specs []Top
 	if err != nil {
 		return err
 	}
-	var raced []string
+	var listed []string // created here or by another instance meanwhile
 	for _, name := range missing {
 		cfg := m.Configs(byTopic[name])
 		kcfg := make(map[string]*string, len(cfg))
@@ -117,7 +117,7 @@ func (m *TopicManager) Ensure(ctx context.Context, partitions int32, specs []Top
 		resp, err := m.adm.CreateTopic(ctx, partitions, m.set.ReplicationFactor, kcfg, name)
 		switch {
 		case errors.Is(err, kerr.TopicAlreadyExists):
-			raced = append(raced, name) // created by another instance meanwhile: check it
+			listed = append(listed, name) // created by another instance meanwhile: check it
 		case err != nil:
 			msg := ""
 			if resp.ErrMessage != "" {
@@ -126,39 +126,42 @@ func (m *TopicManager) Ensure(ctx context.Context, partitions int32, specs []Top
 			return fmt.Errorf("changelog: create topic %s: %w%s", name, err, msg)
 		default:
 			m.log.Info("created changelog topic", "topic", name, "partitions", partitions, "configs", cfg)
+			listed = append(listed, name)
 		}
 	}
-	if err := m.awaitRaced(ctx, partitions, raced); err != nil {
+	if err := m.awaitListed(ctx, partitions, listed); err != nil {
 		return err
 	}
 	m.warnStale(ctx, names, missing, byTopic)
 	return nil
 }
 
-// racedTopicWait bounds how long Ensure waits for the metadata to list a topic that the
-// broker said exists when Ensure tried to create it.
-const racedTopicWait = 30 * time.Second
+// listedTopicWait bounds how long Ensure waits for the metadata to list a topic that it
+// created, or that the broker said exists when Ensure tried to create it.
+const listedTopicWait = 30 * time.Second
 
-// awaitRaced checks the topics that another instance created between Ensure's check and its
-// CreateTopics. Kafka's brokers learn of a new topic from the controller a moment after it
-// is created, so the broker asked may not list it yet: the check is repeated until it does.
-func (m *TopicManager) awaitRaced(ctx context.Context, partitions int32, raced []string) error {
-	if len(raced) == 0 {
+// awaitListed checks the topics that Ensure created, or that another instance created
+// between Ensure's check and its CreateTopics. Kafka's brokers learn of a new topic from
+// the controller a moment after it is created, so the broker asked may not list it yet, and
+// a producer writing to it at once would be refused it as unknown: the check is repeated
+// until the metadata lists every partition.
+func (m *TopicManager) awaitListed(ctx context.Context, partitions int32, created []string) error {
+	if len(created) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(racedTopicWait)
+	deadline := time.Now().Add(listedTopicWait)
 	backoff := 50 * time.Millisecond
 	for {
-		missing, err := m.check(ctx, partitions, raced)
+		missing, err := m.check(ctx, partitions, created)
 		if err != nil || len(missing) == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("changelog: topics %v: the broker refused to create them as existing, but its metadata has not listed them for %v", missing, racedTopicWait)
+			return fmt.Errorf("changelog: topics %v: created, but the broker's metadata has not listed them for %v", missing, listedTopicWait)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("changelog: wait for topics %v created by another instance: %w", missing, ctx.Err())
+			return fmt.Errorf("changelog: wait for the metadata to list topics %v: %w", missing, ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
