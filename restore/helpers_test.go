@@ -261,6 +261,28 @@ func expectKeys(first, n int) []string {
 	return out
 }
 
+// awaitTopicGone waits until the metadata no longer lists a deleted topic: on a real
+// cluster the brokers learn of a deletion a moment after it, and a broker that still lists
+// the topic would let Ensure skip creating it anew.
+func awaitTopicGone(t testing.TB, adm *kadm.Client, topic string) {
+	t.Helper()
+	c := timeout(t)
+	for {
+		// WithAuthorizedOps bypasses kadm's metadata cache.
+		md, err := adm.Metadata(kadm.WithAuthorizedOps(c), topic)
+		if err == nil {
+			if d, ok := md.Topics[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+				return
+			}
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("topic %s still listed after its deletion: %v", topic, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func timeout(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(cancel)

@@ -288,6 +288,7 @@ func TestRecreatedChangelog(t *testing.T) {
 			if _, err := e.adm.DeleteTopic(ctx, topic); err != nil {
 				t.Fatal(err)
 			}
+			awaitTopicGone(t, e.adm, topic)
 			// Fresh clients: the old ones hold the old topic's metadata.
 			e.cl = e.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			e.adm = kadm.NewClient(e.cl)
