@@ -156,6 +156,9 @@ const radixSortMin = 1024
 // short key's zero padding, a common prefix). It uses a second slice of len(order) and
 // returns whichever of the two holds the result.
 func radixSort(order []writeOrder) []writeOrder {
+	if len(order) < 2 {
+		return order
+	}
 	src, dst := order, make([]writeOrder, len(order))
 	var count [256]int
 	for pass := range 16 {

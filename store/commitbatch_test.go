@@ -2,8 +2,10 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -233,4 +235,47 @@ func TestRestoreKeepsLastWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReopened(t, dir, want, offset-1)
+}
+
+// TestRadixSort checks radixSort against a comparison sort, on entries whose words share a
+// prefix, differ only in w1, repeat, or are random.
+func TestRadixSort(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for _, n := range []int{0, 1, 2, 31, 33, 1000, 50_000} {
+		order := make([]writeOrder, n)
+		for i := range order {
+			var w0, w1 uint64
+			switch r.Intn(4) {
+			case 0: // a common 7-byte prefix
+				w0 = 0x7761626364656600 | uint64(r.Intn(256))
+			case 1: // equal first words, differing second ones
+				w0, w1 = 42, uint64(r.Intn(1000))<<40
+			case 2: // a few repeated entries
+				w0, w1 = uint64(r.Intn(3)), uint64(r.Intn(3))
+			default:
+				w0, w1 = r.Uint64(), r.Uint64()
+			}
+			order[i] = writeOrder{w0: w0, w1: w1, i: int32(i)}
+		}
+		want := slices.Clone(order)
+		slices.SortFunc(want, func(a, b writeOrder) int {
+			if c := cmp.Compare(a.w0, b.w0); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.w1, b.w1)
+		})
+		got := radixSort(slices.Clone(order))
+		for i := range got {
+			if got[i].w0 != want[i].w0 || got[i].w1 != want[i].w1 {
+				t.Fatalf("n=%d: entry %d is %x/%x, want %x/%x", n, i, got[i].w0, got[i].w1, want[i].w0, want[i].w1)
+			}
+		}
+		seen := make([]bool, n)
+		for _, o := range got {
+			seen[o.i] = true
+		}
+		if slices.Contains(seen, false) {
+			t.Fatalf("n=%d: an entry was lost", n)
+		}
+	}
 }
