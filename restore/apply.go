@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/statehost/statehost/store"
 )
 
@@ -30,7 +32,8 @@ type applier struct {
 	cancel  context.CancelCauseFunc // stops the restore loop when an apply fails
 	done    chan struct{}
 
-	closing []*target // loaders flushed, whose last run is on its way into Pebble
+	closing []*target     // loaders flushed, whose last run is on its way into Pebble
+	decoded []store.Write // the records of a fetched job, decoded: reused job after job
 	failed  bool
 	emit    *sync.Mutex // held while a listener is called: the appliers of a restore share it
 }
@@ -45,6 +48,11 @@ type applyJob struct {
 	hw       int64
 	end      bool
 	caughtUp bool
+
+	// fetched, when not nil, is what a fetch of a load brought of tg's changelog partition
+	// from offset from: the applier decodes it in place of ws.
+	fetched *kmsg.FetchResponseTopicPartition
+	from    int64
 }
 
 // applyQueue is how many fetched batches may wait for the applier: the loop reads ahead by
@@ -158,6 +166,17 @@ func (a *applier) apply(j applyJob) error {
 		}
 		a.closing = append(a.closing, tg)
 		return nil
+	}
+	if j.fetched != nil {
+		ws, last, err := a.r.decodeFetched(a.decoded[:0], tg, j.fetched, j.from)
+		a.decoded = ws[:0]
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			return nil
+		}
+		j.ws, j.last = ws, last
 	}
 	cp := store.Checkpoint{Offset: j.last, LogID: tg.id}
 	if tg.loader != nil {

@@ -32,6 +32,9 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (done bool, clear int6
 		if err != nil {
 			return false, pos, err
 		}
+		if leader < 0 {
+			leader = tg.leader // not consumed (a load): the leader in the restore's metadata
+		}
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
 		req.MaxWaitMillis = 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,6 +53,12 @@ type Settings struct {
 // kgo.KeepControlRecords() is optional: with it, a trailing transaction
 // marker ends a restore at once instead of after a probe.
 //
+// A store that restores through a store.Loader (cold, or a long tail) is read
+// with fetch requests of the Restorer's own, sent through the client's broker
+// connections (its TLS and SASL), and bounded by its kgo.FetchMaxBytes and
+// kgo.FetchMaxPartitionBytes: their record batches are decoded straight into
+// the loader, never into kgo.Records.
+//
 // One Restore runs at a time per Restorer; Restore calls are serialized.
 type Restorer struct {
 	cl  *kgo.Client
@@ -59,6 +66,7 @@ type Restorer struct {
 	set Settings
 	log hclog.Logger
 	lis multiListener
+	dec kgo.Decompressor // of the batches a load fetches
 	mu  sync.Mutex
 }
 
@@ -86,7 +94,7 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 	if s.ProbeInterval <= 0 {
 		s.ProbeInterval = DefaultProbeInterval
 	}
-	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore")}
+	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore"), dec: kgo.DefaultDecompressor()}
 	r.lis = multiListener{logListener{r.log}}
 	if s.Listener != nil {
 		r.lis = append(r.lis, s.Listener)
@@ -96,21 +104,24 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 
 // target is the restore of one store partition.
 type target struct {
-	proc  string
-	task  int // the index of its task in the restore's
-	ls    changelog.LoggedStore
-	id    [16]byte
-	start int64 // first offset to read
-	end   int64 // the restore is done when pos >= end; math.MaxInt64 for a standby
-	pos   int64 // next offset expected
+	proc string
+	task int // the index of its task in the restore's
+	ls   changelog.LoggedStore
+	id   [16]byte
+	// leader is the broker that leads the changelog partition, for the fetches of a load.
+	leader int32
+	start  int64 // first offset to read
+	end    int64 // the restore is done when pos >= end; math.MaxInt64 for a standby
+	pos    int64 // next offset expected
 
 	// loader, when not nil, takes the records of a cold restore (or a long tail) up to
 	// loadEnd, the changelog's end when the restore began (store.Loader); loading is the
 	// restore loop's view of it, which the applier owns.
-	loader  *store.Loader
-	loadEnd int64
-	loading bool
-	runs    int // the runs its loaders ingested
+	loader   *store.Loader
+	loadEnd  int64
+	loading  bool
+	fetchPos int64 // where the load's next fetch starts: the restore loop's, ahead of pos
+	runs     int   // the runs its loaders ingested
 
 	total         int64 // the applier's
 	began         time.Time
@@ -215,30 +226,37 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 	if err := r.plan(ctx, targets, topics, follow); err != nil {
 		return err
 	}
-	assign := map[string]map[int32]kgo.Offset{}
-	active := 0
-	for _, tg := range targets {
-		if tg.done {
-			continue
-		}
-		if assign[tg.ls.Topic] == nil {
-			assign[tg.ls.Topic] = map[int32]kgo.Offset{}
-		}
-		assign[tg.ls.Topic][tg.ls.Partition] = kgo.NewOffset().At(tg.start)
-		active++
-	}
-	if active == 0 {
+	if !slices.ContainsFunc(targets, func(tg *target) bool { return !tg.done }) {
 		return nil
 	}
 	if err := r.openLoaders(targets); err != nil {
 		return err
 	}
-	r.cl.AddConsumePartitions(assign)
 
 	actx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	a := newAppliers(r, targets, stopLoop)
-	err := r.loop(ctx, actx, a, targets, byTP, active, follow)
+	// The loads first, with fetches of their own; then the consumer reads the rest: the
+	// tails of stores with a checkpoint, and a standby's changelogs from where it loaded.
+	err := r.loadLoop(ctx, actx, a, targets, byTP, topics, follow)
+	if err == nil {
+		assign := map[string]map[int32]kgo.Offset{}
+		active := 0
+		for _, tg := range targets {
+			if tg.done {
+				continue
+			}
+			if assign[tg.ls.Topic] == nil {
+				assign[tg.ls.Topic] = map[int32]kgo.Offset{}
+			}
+			assign[tg.ls.Topic][tg.ls.Partition] = kgo.NewOffset().At(tg.pos)
+			active++
+		}
+		if active > 0 {
+			r.cl.AddConsumePartitions(assign)
+			err = r.loop(ctx, actx, a, targets, byTP, active, follow)
+		}
+	}
 	a.stop()
 	if err == nil && actx.Err() != nil {
 		err = applyFailure(ctx, actx) // the last jobs failed
@@ -275,8 +293,9 @@ func (r *Restorer) openLoaders(targets []*target) error {
 	return nil
 }
 
-// loop reads the changelogs and hands what it reads to a, until every target is done (never,
-// with follow) or actx ends: ctx's end, or a failure of a.
+// loop reads the changelogs of the targets that do not load (or no longer: a standby that
+// loaded) with the client's consumer and hands what it reads to a, until every target is done
+// (never, with follow) or actx ends: ctx's end, or a failure of a.
 func (r *Restorer) loop(ctx, actx context.Context, a appliers, targets []*target, byTP map[tpKey]*target, active int, follow bool) error {
 	for active > 0 {
 		pctx, cancel := context.WithTimeout(actx, r.set.ProbeInterval)
@@ -313,38 +332,20 @@ func (r *Restorer) loop(ctx, actx context.Context, a appliers, targets []*target
 			if cap(ws) < len(p.Records) {
 				ws = make([]store.Write, 0, len(p.Records))
 			}
-			last, pos := int64(-1), tg.pos
-			for _, rec := range p.Records {
-				if rec.Offset < tg.pos {
-					continue
-				}
-				if rec.Offset >= tg.end {
+			ws, last := appendRecords(ws, p.Records, tg.pos, tg.end)
+			// The position is after the last record read, a control record too.
+			for i := len(p.Records) - 1; i >= 0; i-- {
+				if o := p.Records[i].Offset; o < tg.end {
+					if o >= tg.pos {
+						tg.pos = o + 1
+						tg.lastMoved = time.Now()
+					}
 					break
 				}
-				tg.pos = rec.Offset + 1
-				if rec.Attrs.IsControl() {
-					continue
-				}
-				ts := rec.Timestamp.UnixMilli()
-				if rec.Attrs.TimestampType() == 1 { // LogAppendTime: the broker's clock, not the stream time
-					ts = -1
-				}
-				ws = append(ws, store.Write{Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil, Timestamp: ts, Offset: rec.Offset})
-				last = rec.Offset
-			}
-			if tg.pos != pos {
-				tg.lastMoved = time.Now()
 			}
 			if len(ws) > 0 && !a.send(actx, applyJob{tg: tg, ws: ws, last: last, hw: p.HighWatermark}) {
 				stopped = true
 				return
-			}
-			if tg.loading && follow && tg.pos >= tg.loadEnd {
-				tg.loading = false
-				if !a.send(actx, applyJob{tg: tg, caughtUp: true}) {
-					stopped = true
-					return
-				}
 			}
 			if tg.pos >= tg.end {
 				if !r.finish(actx, a, tg) {
@@ -483,7 +484,7 @@ func (r *Restorer) plan(ctx context.Context, targets []*target, topics []string,
 		if _, ok := d.Partitions[p]; !ok {
 			return fmt.Errorf("restore: processor %s store %s: changelog %s has no partition %d", tg.proc, tg.ls.Store, topic, p)
 		}
-		tg.id = d.ID
+		tg.id, tg.leader = d.ID, d.Partitions[p].Leader
 		so, ok1 := starts.Lookup(topic, p)
 		eo, ok2 := ends.Lookup(topic, p)
 		ho, ok3 := hws.Lookup(topic, p)

@@ -455,11 +455,12 @@ func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Lo
 }
 
 // restoreFetchMaxBytes bounds what one fetch of a restore brings (Kafka's fetch.max.bytes,
-// 50 MiB by default). A fetch is decoded into records of about 200 bytes each however small
-// the changelog's records are, and the restore holds up to four fetches at once (the one
-// being read and the ones its appliers queue): 50 MiB of word counts took 500 MiB. With
-// 4 MiB, a restore of 20 million records stays within the store's memory and a fixed margin,
-// at the same speed: the appliers work on one fetch while the next is read.
+// 50 MiB by default). The consumer decodes a fetch into records of about 200 bytes each
+// however small the changelog's records are, and the restore holds up to four fetches at once
+// (the one being read and the ones its appliers queue): 50 MiB of word counts took 500 MiB.
+// With 4 MiB, a restore of 20 million records stays within the store's memory and a fixed
+// margin, at the same speed: the appliers work on one fetch while the next is read. The
+// fetches of a cold restore (restore.Restorer's own) are bounded by it too.
 const restoreFetchMaxBytes = 4 << 20
 
 // producerOpts are the options of the client that produces the tasks' changelog and output

@@ -1,0 +1,180 @@
+package restore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/store"
+)
+
+// A record batch (Kafka's message format v2, the only one Kafka 4 writes) is a 61-byte header
+// and its records; the offsets of the header's fields follow.
+const (
+	batchLengthAt     = 8  // int32: the bytes after this field
+	batchMagicAt      = 16 // int8: 2
+	batchCRCAt        = 17 // uint32: CRC-32C of everything after it
+	batchAttrsAt      = 21 // int16: compression (bits 0-2), LogAppendTime (3), transactional (4), control (5)
+	batchLastDeltaAt  = 23 // int32: the offset of the batch's last record, from its first
+	batchBaseTimeAt   = 27 // int64: the first record's timestamp
+	batchCountAt      = 57 // int32: the number of records
+	batchHeaderLength = 61
+
+	attrCompression   = 0x07
+	attrLogAppendTime = 0x08
+	attrControl       = 0x20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errOldFormat is returned by decodeBatches for a batch of message format v0 or v1, which
+// only a broker older than Kafka 4 can hold: kgo's decoder reads those.
+var errOldFormat = errors.New("restore: message format older than v2")
+
+// batchSpan returns the offset after the last complete batch of a fetched partition's record
+// batches, reading only their headers; from when they hold no complete batch past from. The
+// next fetch can start there before the records are decoded.
+func batchSpan(data []byte, from int64) int64 {
+	next := from
+	for len(data) > batchMagicAt {
+		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
+		if n <= batchMagicAt || n > int64(len(data)) {
+			break
+		}
+		end := int64(binary.BigEndian.Uint64(data)) + 1 // a message of format v0 or v1: its offset (a wrapper's is its last inner one)
+		if data[batchMagicAt] == 2 {
+			if n < batchHeaderLength {
+				break
+			}
+			end += int64(int32(binary.BigEndian.Uint32(data[batchLastDeltaAt:])))
+		}
+		next = max(next, end)
+		data = data[n:]
+	}
+	return next
+}
+
+// decodeBatches appends to ws the records of a fetched partition's record batches (the
+// fetch response's bytes) whose offsets lie in [pos, end), as a restore applies them:
+// a nil value is a delete; a LogAppendTime timestamp, the broker's clock, is -1. Control
+// batches (transaction markers) only move the position. The key and value of each write
+// point into data, or into the decompressed records of a compressed batch.
+//
+// It returns ws, the offset of the last record appended (-1 for none), and the position
+// after the last batch read, at most end: a trailing batch that the response cut short is
+// left for the next fetch. Every batch's CRC is checked. The records of aborted transactions
+// are not filtered: a read_committed caller passes only partitions without any. A batch of
+// an older message format returns errOldFormat.
+func decodeBatches(ws []store.Write, data []byte, pos, end int64, dec kgo.Decompressor) (_ []store.Write, last, next int64, err error) {
+	last, next = -1, pos
+	for len(data) >= 12 && next < end {
+		base := int64(binary.BigEndian.Uint64(data))
+		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
+		if n > int64(len(data)) {
+			break // cut short by the response's size limit
+		}
+		if len(data) > batchMagicAt && data[batchMagicAt] != 2 {
+			return ws, last, next, errOldFormat
+		}
+		if n < batchHeaderLength {
+			return ws, last, next, fmt.Errorf("restore: corrupt record batch at offset %d: %d bytes", base, n)
+		}
+		batch := data[:n]
+		data = data[n:]
+		if crc32.Checksum(batch[batchAttrsAt:], castagnoli) != binary.BigEndian.Uint32(batch[batchCRCAt:]) {
+			return ws, last, next, fmt.Errorf("restore: corrupt record batch at offset %d: its CRC does not match", base)
+		}
+		attrs := binary.BigEndian.Uint16(batch[batchAttrsAt:])
+		batchEnd := base + int64(int32(binary.BigEndian.Uint32(batch[batchLastDeltaAt:]))) + 1
+		if batchEnd <= next {
+			continue // before the position: the broker returns the whole batch that holds it
+		}
+		if attrs&attrControl != 0 {
+			next = min(batchEnd, end)
+			continue
+		}
+		recs := batch[batchHeaderLength:]
+		if codec := attrs & attrCompression; codec != 0 {
+			if recs, err = dec.Decompress(recs, kgo.CompressionCodecType(codec)); err != nil {
+				return ws, last, next, fmt.Errorf("restore: record batch at offset %d: decompress: %w", base, err)
+			}
+		}
+		baseTime := int64(binary.BigEndian.Uint64(batch[batchBaseTimeAt:]))
+		logAppend := attrs&attrLogAppendTime != 0
+		count := int32(binary.BigEndian.Uint32(batch[batchCountAt:]))
+		for i := int32(0); i < count; i++ {
+			var w store.Write
+			var size int
+			if w, size, err = decodeRecord(recs, base, baseTime); err != nil {
+				return ws, last, next, fmt.Errorf("restore: corrupt record %d of the batch at offset %d: %w", i, base, err)
+			}
+			recs = recs[size:]
+			if w.Offset < next {
+				continue
+			}
+			if w.Offset >= end {
+				return ws, last, end, nil
+			}
+			if logAppend {
+				w.Timestamp = -1
+			}
+			ws = append(ws, w)
+			last = w.Offset
+		}
+		next = min(batchEnd, end)
+	}
+	return ws, last, next, nil
+}
+
+var errShortRecord = errors.New("truncated")
+
+// decodeRecord reads the record at the start of b: its length, attributes, timestamp and
+// offset deltas, key, value and headers (skipped). It returns the write and the bytes read.
+func decodeRecord(b []byte, base, baseTime int64) (w store.Write, size int, err error) {
+	length, n := binary.Varint(b)
+	if n <= 0 || length < 0 || int64(len(b)-n) < length {
+		return w, 0, errShortRecord
+	}
+	size = n + int(length)
+	r := b[n:size]
+	if len(r) < 1 {
+		return w, 0, errShortRecord
+	}
+	r = r[1:] // attributes: unused
+	tsDelta, n := binary.Varint(r)
+	if n <= 0 {
+		return w, 0, errShortRecord
+	}
+	r = r[n:]
+	offDelta, n := binary.Varint(r)
+	if n <= 0 {
+		return w, 0, errShortRecord
+	}
+	r = r[n:]
+	if w.Key, r, err = varBytes(r); err != nil {
+		return w, 0, err
+	}
+	if w.Value, _, err = varBytes(r); err != nil {
+		return w, 0, err
+	}
+	w.Delete = w.Value == nil
+	w.Timestamp = baseTime + tsDelta
+	w.Offset = base + offDelta
+	return w, size, nil
+}
+
+// varBytes reads a varint length and that many bytes (nil for a length of -1) off b.
+func varBytes(b []byte) (v, rest []byte, err error) {
+	l, n := binary.Varint(b)
+	switch {
+	case n <= 0 || l < -1 || int64(len(b)-n) < l:
+		return nil, nil, errShortRecord
+	case l == -1:
+		return nil, b[n:], nil
+	}
+	end := n + int(l)
+	return b[n:end:end], b[end:], nil
+}
