@@ -320,7 +320,9 @@ func TestRunProgressProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the statehost program")
 	}
-	const perPartition = 300_000
+	// Enough for each restore to last well beyond barDelay and the progress interval: a
+	// cold restore loads about 5 million records/s on 2 cores.
+	const perPartition = 2_000_000
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	b := startBroker(t, brokerOptions{})
@@ -391,7 +393,7 @@ func TestRunProgressProcess(t *testing.T) {
 	<-done
 	events.check(t)
 	out := screen()
-	bar := regexp.MustCompile(`count/counts p[0-2] +\[[=>-]+\] +[0-9.]+k of 300\.0k +[0-9]+% +[0-9.k]+/s +eta `)
+	bar := regexp.MustCompile(`count/counts p[0-2] +\[[=>-]+\] +[0-9.]+[kM]? of 2\.00M +[0-9]+% +[0-9.kM]+/s +eta `)
 	if !bar.MatchString(out) {
 		t.Errorf("no progress bar of the store counts on the terminal:\n%s", out)
 	}
@@ -434,7 +436,7 @@ func TestRunProgressProcess(t *testing.T) {
 	}
 	for _, line := range strings.Split(app.stderr.String(), "\n") {
 		if strings.Contains(line, `"restore progress"`) {
-			for _, key := range []string{`"offset":`, `"restored":`, `"total":300000`, `"rate":`, `"eta":`, `"partition":`} {
+			for _, key := range []string{`"offset":`, `"restored":`, `"total":2000000`, `"rate":`, `"eta":`, `"partition":`} {
 				if !strings.Contains(line, key) {
 					t.Errorf("progress line without %s: %s", key, line)
 				}
