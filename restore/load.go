@@ -103,7 +103,7 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 		case <-actx.Done():
 			return applyFailure(ctx, actx)
 		case <-time.After(r.set.ProbeInterval):
-			if err := r.probeStalled(ctx, actx, a, loading, follow); err != nil {
+			if err := r.probeLoads(ctx, actx, a, loading, follow); err != nil {
 				return err
 			}
 			loading = stillLoading(loading)
@@ -165,7 +165,7 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 				return err
 			}
 		}
-		if err := r.probeStalled(ctx, actx, a, stillLoading(loading), follow); err != nil {
+		if err := r.probeLoads(ctx, actx, a, stillLoading(loading), follow); err != nil {
 			return err
 		}
 		loading = stillLoading(loading)
@@ -403,37 +403,19 @@ func (r *Restorer) refreshLeaders(ctx context.Context, loading []*target, topics
 	return nil
 }
 
-// probeStalled probes the loading targets that made no progress for a probe interval, as the
+// probeLoads probes the loading targets that made no progress for a probe interval, as the
 // consumer's loop does: a changelog that ends in records a fetch never returns (compacted
-// away, aborted) is done once nothing else lies before its end.
-func (r *Restorer) probeStalled(ctx, actx context.Context, a appliers, loading []*target, follow bool) error {
+// away, aborted) is loaded once nothing else lies before its loadEnd.
+func (r *Restorer) probeLoads(ctx, actx context.Context, a appliers, loading []*target, follow bool) error {
 	for _, tg := range loading {
 		if time.Since(tg.lastMoved) < r.set.ProbeInterval {
 			continue
 		}
-		end := tg.end
-		tg.end = tg.loadEnd // a standby probes towards the end of its load
-		done, clear, err := r.probe(ctx, tg)
-		tg.end = end
+		done, err := r.probeStalled(ctx, tg, tg.loadEnd)
 		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("restore: stopped: %w", ctx.Err())
-			}
-			tg.probeFailures++
-			r.log.Warn("cannot tell whether the changelog has more records", "processor", tg.proc, "store", tg.ls.Store,
-				"partition", tg.ls.Partition, "offset", tg.pos, "topic", tg.ls.Topic, "attempt", tg.probeFailures, "error", err)
-			if tg.probeFailures >= maxProbeFailures {
-				return fmt.Errorf("restore: processor %s store %s: %s partition %d stalled at offset %d before its end %d, and %d probes failed: %w",
-					tg.proc, tg.ls.Store, tg.ls.Topic, tg.ls.Partition, tg.pos, tg.loadEnd, tg.probeFailures, err)
-			}
-			tg.lastMoved = time.Now()
-			continue
+			return err
 		}
-		tg.probeFailures = 0
-		tg.lastMoved = time.Now()
-		if clear > tg.pos {
-			tg.pos, tg.fetchPos = clear, clear
-		}
+		tg.fetchPos = max(tg.fetchPos, tg.pos)
 		if done {
 			tg.pos = tg.loadEnd
 			if err := r.loaded(ctx, actx, a, tg, follow); err != nil {

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,7 +22,7 @@ import (
 // there, so that a long run of aborted records is crossed in several probes
 // instead of being rescanned by each. It never declares done while a data
 // record before end exists: the consumer will deliver that record.
-func (r *Restorer) probe(ctx context.Context, tg *target) (done bool, clear int64, err error) {
+func (r *Restorer) probe(ctx context.Context, tg *target, end int64) (done bool, clear int64, err error) {
 	iso := kgo.ReadUncommitted()
 	if r.set.ReadCommitted {
 		iso = kgo.ReadCommitted()
@@ -87,15 +88,15 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (done bool, clear int6
 			return false, pos, fp.Err
 		}
 		for _, rec := range fp.Records {
-			if rec.Offset >= tg.end {
+			if rec.Offset >= end {
 				break
 			}
 			if !rec.Attrs.IsControl() {
 				return false, rec.Offset, nil
 			}
 		}
-		if next >= tg.end {
-			return true, tg.end, nil
+		if next >= end {
+			return true, end, nil
 		}
 		if next <= pos {
 			return false, pos, nil
@@ -103,4 +104,31 @@ func (r *Restorer) probe(ctx context.Context, tg *target) (done bool, clear int6
 		pos = next
 	}
 	return false, pos, nil
+}
+
+// probeStalled probes tg, which made no progress for a probe interval, towards end (its end,
+// or a standby's loadEnd), and moves its position over what holds no data record. It returns
+// whether nothing is left before end; a failed probe is logged, and an error only once
+// maxProbeFailures probes in a row failed.
+func (r *Restorer) probeStalled(ctx context.Context, tg *target, end int64) (done bool, err error) {
+	done, clear, err := r.probe(ctx, tg, end)
+	tg.lastMoved = time.Now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("restore: stopped: %w", ctx.Err())
+		}
+		tg.probeFailures++
+		r.log.Warn("cannot tell whether the changelog has more records", "processor", tg.proc, "store", tg.ls.Store,
+			"partition", tg.ls.Partition, "offset", tg.pos, "topic", tg.ls.Topic, "attempt", tg.probeFailures, "error", err)
+		if tg.probeFailures >= maxProbeFailures {
+			return false, fmt.Errorf("restore: processor %s store %s: %s partition %d stalled at offset %d before its end %d, and %d probes failed: %w",
+				tg.proc, tg.ls.Store, tg.ls.Topic, tg.ls.Partition, tg.pos, end, tg.probeFailures, err)
+		}
+		return false, nil
+	}
+	tg.probeFailures = 0
+	// Nothing but markers, aborted or compacted-away records lies before clear: a fetch
+	// returns nothing there.
+	tg.pos = max(tg.pos, clear)
+	return done, nil
 }

@@ -365,25 +365,10 @@ func (r *Restorer) loop(ctx, actx context.Context, a appliers, targets []*target
 			if tg.done || time.Since(tg.lastMoved) < r.set.ProbeInterval {
 				continue
 			}
-			done, clear, err := r.probe(ctx, tg)
+			done, err := r.probeStalled(ctx, tg, tg.end)
 			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("restore: stopped: %w", ctx.Err())
-				}
-				tg.probeFailures++
-				r.log.Warn("cannot tell whether the changelog has more records", "processor", tg.proc, "store", tg.ls.Store,
-					"partition", tg.ls.Partition, "offset", tg.pos, "topic", tg.ls.Topic, "attempt", tg.probeFailures, "error", err)
-				if tg.probeFailures >= maxProbeFailures {
-					return fmt.Errorf("restore: processor %s store %s: %s partition %d stalled at offset %d before its end %d, and %d probes failed: %w",
-						tg.proc, tg.ls.Store, tg.ls.Topic, tg.ls.Partition, tg.pos, tg.end, tg.probeFailures, err)
-				}
-			} else {
-				tg.probeFailures = 0
-				// Nothing but markers, aborted or compacted-away records lies
-				// before clear: the consumer will not deliver anything there.
-				tg.pos = max(tg.pos, clear)
+				return err
 			}
-			tg.lastMoved = time.Now()
 			if done {
 				tg.pos = tg.end
 				if !r.finish(actx, a, tg) {
