@@ -170,6 +170,7 @@ func (a *applier) apply(j applyJob) error {
 	if j.fetched != nil {
 		ws, last, err := a.r.decodeFetched(a.decoded[:0], tg, j.fetched, j.from)
 		a.decoded = ws[:0]
+		defer clear(ws) // no hold on the response after this job
 		if err != nil {
 			return err
 		}
