@@ -22,12 +22,14 @@ import (
 
 // loadPartitionBytes is the most one fetch of a load brings of a partition, and
 // loadFetchPartitions the most partitions it asks for; the restore client's
-// kgo.FetchMaxPartitionBytes and kgo.FetchMaxBytes lower them. The response's limit is
-// above the sum of its partitions' limits, so that partition limits end it: kfake omits a
-// partition's aborted transactions when the response limit cuts it short.
+// kgo.FetchMaxPartitionBytes and kgo.FetchMaxBytes lower them. A partition's limit is
+// Kafka's largest batch by default (message.max.bytes, 1 MiB): Kafka returns a batch larger
+// than the limit only for the first partition of a response, the others would wait. The
+// response's limit is above the sum of its partitions' limits, so that partition limits end
+// it: kfake omits a partition's aborted transactions when the response limit cuts it short.
 const (
-	loadPartitionBytes  = 256 << 10
-	loadFetchPartitions = 16
+	loadPartitionBytes  = 1 << 20
+	loadFetchPartitions = 3
 )
 
 // loadLimits returns the partition and response limits of a load's fetches, and how many
@@ -51,7 +53,8 @@ const loadRetryBackoff = 250 * time.Millisecond
 // loadRound is one round of fetches: one per broker that leads a partition being loaded.
 type loadRound struct {
 	parts []loadPart
-	err   error // a broker's request failed (retriable: the connection, the broker)
+	err   error // a broker's request failed: the connection, the broker
+	fatal error // of err, what retrying cannot mend (a response's non-retriable error)
 }
 
 // loadPart is what a round fetched of one target, from offset from.
@@ -112,6 +115,9 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 		if round.err != nil {
 			if errors.Is(round.err, kgo.ErrClientClosed) {
 				return fmt.Errorf("restore: stopped: %w", round.err)
+			}
+			if round.fatal != nil {
+				return fmt.Errorf("restore: changelogs %v: %w", topics, round.fatal)
 			}
 			if actx.Err() != nil {
 				return applyFailure(ctx, actx)
@@ -305,6 +311,8 @@ func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest 
 			parts += len(t.Partitions)
 		}
 		if parts >= maxParts {
+			// Waiting for the partitions before it: not stalled, not to be probed.
+			tg.lastMoved = time.Now()
 			continue
 		}
 		var rt *kmsg.FetchRequestTopic
@@ -332,9 +340,10 @@ func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest 
 // brought, matched to their targets, on out.
 func (r *Restorer) fetchRound(ctx context.Context, reqs map[int32]*kmsg.FetchRequest, byTP map[tpKey]*target, out chan<- loadRound) {
 	type answer struct {
-		req  *kmsg.FetchRequest
-		resp *kmsg.FetchResponse
-		err  error
+		leader int32
+		req    *kmsg.FetchRequest
+		resp   *kmsg.FetchResponse
+		err    error
 	}
 	answers := make(chan answer, len(reqs))
 	for leader, req := range reqs {
@@ -343,7 +352,7 @@ func (r *Restorer) fetchRound(ctx context.Context, reqs map[int32]*kmsg.FetchReq
 			if err != nil {
 				err = fmt.Errorf("fetch from broker %d: %w", leader, err)
 			}
-			answers <- answer{req, resp, err}
+			answers <- answer{leader, req, resp, err}
 		}()
 	}
 	var round loadRound
@@ -354,7 +363,11 @@ func (r *Restorer) fetchRound(ctx context.Context, reqs map[int32]*kmsg.FetchReq
 			continue
 		}
 		if err := kerr.ErrorForCode(an.resp.ErrorCode); err != nil {
-			round.err = errors.Join(round.err, fmt.Errorf("fetch: %w", err))
+			err = fmt.Errorf("fetch from broker %d: %w", an.leader, err)
+			if !kerr.IsRetriable(err) {
+				round.fatal = errors.Join(round.fatal, err)
+			}
+			round.err = errors.Join(round.err, err)
 			continue
 		}
 		for _, rt := range an.req.Topics {
@@ -375,7 +388,9 @@ func (r *Restorer) fetchRound(ctx context.Context, reqs map[int32]*kmsg.FetchReq
 func findFetched(resp *kmsg.FetchResponse, rt kmsg.FetchRequestTopic, p int32) *kmsg.FetchResponseTopicPartition {
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
-		if t.Topic != rt.Topic && t.TopicID != rt.TopicID {
+		// Up to version 12 the response names its topics, from 13 it gives their IDs only
+		// (a broker before Kafka 2.8 has no IDs: they are all zero).
+		if t.Topic != "" && t.Topic != rt.Topic || t.Topic == "" && t.TopicID != rt.TopicID {
 			continue
 		}
 		for j := range t.Partitions {
