@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -20,31 +21,38 @@ import (
 // bytes each, however small the record, and most of the restore's CPU), and the next fetch
 // is in flight while one is decoded.
 
-// loadPartitionBytes is the most one fetch of a load brings of a partition, and
-// loadFetchPartitions the most partitions it asks for; the restore client's
-// kgo.FetchMaxPartitionBytes and kgo.FetchMaxBytes lower them. A partition's limit is
-// Kafka's largest batch by default (message.max.bytes, 1 MiB): Kafka returns a batch larger
-// than the limit only for the first partition of a response, the others would wait. The
-// response's limit is above the sum of its partitions' limits, so that partition limits end
-// it: kfake omits a partition's aborted transactions when the response limit cuts it short.
+// loadPartitionBytes is what one fetch of a load asks of a partition, and loadFetchBytes the
+// most the partitions' limits of one fetch add up to; the restore client's
+// kgo.FetchMaxPartitionBytes and kgo.FetchMaxBytes lower them. A partition whose next batch
+// is larger (Kafka returns it cut short, unless the partition is the response's first) is
+// asked for that batch's size next time.
+//
+// The response's limit is loadFetchSlack above the sum of the partitions' limits, so that
+// partition limits end it: kfake omits a partition's aborted transactions when the response
+// limit cuts it short, and it checks that limit before the partition's, with the batch that
+// would pass them, after a first partition that may hold one batch beyond its limit.
 const (
-	loadPartitionBytes  = 1 << 20
-	loadFetchPartitions = 3
+	loadPartitionBytes = 256 << 10
+	loadFetchBytes     = 16 * loadPartitionBytes
+	loadFetchSlack     = 2 * maxKafkaBatch
+	maxKafkaBatch      = 1 << 20 // message.max.bytes by default, kfake's too
 )
 
-// loadLimits returns the partition and response limits of a load's fetches, and how many
-// partitions a fetch asks for.
-func (r *Restorer) loadLimits() (partBytes, maxBytes int32, parts int) {
-	partBytes, maxBytes = loadPartitionBytes, (loadFetchPartitions+1)*loadPartitionBytes
+// loadLimits returns the partition limit of a load's fetches and their response limit.
+func (r *Restorer) loadLimits() (partBytes, maxBytes int32) {
+	partBytes, maxBytes = loadPartitionBytes, loadFetchBytes
 	if v, ok := r.cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); ok && v > 0 {
 		partBytes = min(partBytes, v)
 	}
 	if v, ok := r.cl.OptValue(kgo.FetchMaxBytes).(int32); ok && v > 0 {
 		maxBytes = min(maxBytes, v)
 	}
-	partBytes = min(partBytes, maxBytes)
-	return partBytes, maxBytes, max(1, min(loadFetchPartitions, int(maxBytes/partBytes)-1))
+	return min(partBytes, maxBytes), maxBytes
 }
+
+// maxBatchBytes bounds what a load asks of one partition for a batch larger than
+// loadPartitionBytes: Kafka's batches are at most message.max.bytes (1 MiB by default).
+const maxBatchBytes = 64 << 20
 
 // loadRetryBackoff is the pause before a fetch is sent again after a retriable error (a
 // leader moved, a broker restarts).
@@ -149,6 +157,11 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 				continue
 			}
 			tg.fetchPos = min(batchSpan(p.rp.RecordBatches, p.from), tg.loadEnd)
+			if data := p.rp.RecordBatches; tg.fetchPos == p.from && len(data) >= 12 {
+				// Only the start of a batch larger than the partition's limit.
+				n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
+				tg.batchBytes = int32(min(max(n, int64(tg.batchBytes)), maxBatchBytes))
+			}
 			fetched = append(fetched, p)
 		}
 		if refresh {
@@ -284,37 +297,34 @@ func appendRecords(ws []store.Write, recs []*kgo.Record, pos, end int64) ([]stor
 	return ws, last
 }
 
-// loadRequests builds the next round's fetches: per leader, up to loadFetchPartitions of the
-// loading targets whose fetch position is short of their loadEnd, the first ones first. A
-// partition is read to its end before the next one starts, so that the loaders of the
-// partitions done write their last runs while the next partitions are read.
+// loadRequests builds the next round's fetches: per leader, the loading targets whose fetch
+// position is short of their loadEnd, the first ones first, as many as the response limit
+// holds (one at least). A partition is read to its end before the next one starts, so that
+// the loaders of the partitions done write their last runs while the next are read.
 func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest {
-	partBytes, maxBytes, maxParts := r.loadLimits()
+	partBytes, maxBytes := r.loadLimits()
 	reqs := map[int32]*kmsg.FetchRequest{}
 	for _, tg := range loading {
 		if tg.fetchPos >= tg.loadEnd {
 			continue
 		}
+		limit := max(partBytes, tg.batchBytes)
 		req := reqs[tg.leader]
 		if req == nil {
 			req = kmsg.NewPtrFetchRequest()
 			req.MaxWaitMillis = 500
 			req.MinBytes = 1
-			req.MaxBytes = maxBytes
+			req.MaxBytes = loadFetchSlack // plus each partition's limit
 			if r.set.ReadCommitted {
 				req.IsolationLevel = 1
 			}
 			reqs[tg.leader] = req
-		}
-		parts := 0
-		for _, t := range req.Topics {
-			parts += len(t.Partitions)
-		}
-		if parts >= maxParts {
+		} else if req.MaxBytes-loadFetchSlack+limit > maxBytes {
 			// Waiting for the partitions before it: not stalled, not to be probed.
 			tg.lastMoved = time.Now()
 			continue
 		}
+		req.MaxBytes += limit
 		var rt *kmsg.FetchRequestTopic
 		for j := range req.Topics {
 			if req.Topics[j].Topic == tg.ls.Topic {
@@ -330,7 +340,7 @@ func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest 
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = tg.ls.Partition
 		rp.FetchOffset = tg.fetchPos
-		rp.PartitionMaxBytes = partBytes
+		rp.PartitionMaxBytes = limit
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return reqs

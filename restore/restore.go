@@ -121,7 +121,10 @@ type target struct {
 	loadEnd  int64
 	loading  bool
 	fetchPos int64 // where the load's next fetch starts: the restore loop's, ahead of pos
-	runs     int   // the runs its loaders ingested
+	// batchBytes is the size of the largest batch a load's fetch brought cut short: the
+	// partition's limit in the next fetches.
+	batchBytes int32
+	runs       int // the runs its loaders ingested
 
 	total         int64 // the applier's
 	began         time.Time
