@@ -80,7 +80,6 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 	var loading []*target
 	for _, tg := range targets {
 		if !tg.done && tg.loading {
-			tg.fetchPos = tg.pos
 			loading = append(loading, tg)
 		}
 	}
@@ -97,17 +96,9 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 	}
 	send()
 	var refresh bool
+	// At the top of the loop every target in loading is short of its loadEnd (one that
+	// reached it was handed on as loaded), so a round is in flight.
 	for len(loading) > 0 {
-		if inflight == nil {
-			// Every fetch position is at its load's end, the decoded positions short of
-			// it (the headers and the records disagree): fetch from the positions.
-			for _, tg := range loading {
-				tg.fetchPos = tg.pos
-			}
-			if send(); inflight == nil {
-				return fmt.Errorf("restore: %d changelog partitions left to load, and nothing to fetch", len(loading))
-			}
-		}
 		var round loadRound
 		select {
 		case round = <-inflight:
@@ -135,13 +126,13 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 			r.log.Warn("a fetch of changelogs failed; retrying", "error", round.err)
 			refresh = true
 		}
-		// The next round goes out before this one is decoded: its positions are the ends
-		// of the batches just fetched, which the batch headers tell.
+		// The next round goes out before this one is decoded: the positions move to the
+		// ends of the batches just fetched, which the batch headers tell.
 		retry := false
 		fetched := round.parts[:0]
 		for _, p := range round.parts {
 			tg := p.tg
-			if tg.done || !tg.loading || p.from != tg.fetchPos {
+			if tg.done || !tg.loading || p.from != tg.pos {
 				continue // a probe moved it meanwhile: fetched again from there
 			}
 			if err := kerr.ErrorForCode(p.rp.ErrorCode); err != nil {
@@ -152,17 +143,18 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 					return fmt.Errorf("restore: processor %s store %s: fetch %s partition %d at offset %d: %w", tg.proc, tg.ls.Store, tg.ls.Topic, tg.ls.Partition, tg.pos, err)
 				}
 				r.log.Warn("a fetch of a changelog partition failed; retrying", "processor", tg.proc, "store", tg.ls.Store,
-					"partition", tg.ls.Partition, "offset", tg.fetchPos, "topic", tg.ls.Topic, "error", err)
+					"partition", tg.ls.Partition, "offset", tg.pos, "topic", tg.ls.Topic, "error", err)
 				refresh, retry = true, true
 				continue
 			}
-			tg.fetchPos = min(batchSpan(p.rp.RecordBatches, p.from), tg.loadEnd)
-			if data := p.rp.RecordBatches; tg.fetchPos == p.from && len(data) >= 12 {
+			if tg.pos = min(batchSpan(p.rp.RecordBatches, p.from), tg.loadEnd); tg.pos > p.from {
+				tg.lastMoved = time.Now()
+				fetched = append(fetched, p)
+			} else if data := p.rp.RecordBatches; len(data) >= 12 {
 				// Only the start of a batch larger than the partition's limit.
 				n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
 				tg.batchBytes = int32(min(max(n, int64(tg.batchBytes)), maxBatchBytes))
 			}
-			fetched = append(fetched, p)
 		}
 		if refresh {
 			if err := r.refreshLeaders(ctx, loading, topics); err != nil {
@@ -204,17 +196,13 @@ func stillLoading(ts []*target) []*target {
 	return ts[:n]
 }
 
-// loadFetched hands what a round fetched of one target to its applier, which decodes it, and
-// moves the target's position past it; a target at its loadEnd is finished, or, for a
-// standby, goes on in batches.
+// loadFetched hands what a round fetched of one target, from p.from up to its position, to
+// its applier, which decodes it; a target at its loadEnd is finished, or, for a standby, goes
+// on in batches.
 func (r *Restorer) loadFetched(ctx, actx context.Context, a appliers, p loadPart, follow bool) error {
 	tg := p.tg
-	if tg.fetchPos > tg.pos {
-		if !a.send(actx, applyJob{tg: tg, fetched: p.rp, from: tg.pos, hw: p.rp.HighWatermark}) {
-			return applyFailure(ctx, actx)
-		}
-		tg.pos = tg.fetchPos
-		tg.lastMoved = time.Now()
+	if !a.send(actx, applyJob{tg: tg, fetched: p.rp, from: p.from, hw: p.rp.HighWatermark}) {
+		return applyFailure(ctx, actx)
 	}
 	if tg.pos < tg.loadEnd {
 		return nil
@@ -297,16 +285,16 @@ func appendRecords(ws []store.Write, recs []*kgo.Record, pos, end int64) ([]stor
 	return ws, last
 }
 
-// loadRequests builds the next round's fetches: per leader, the loading targets whose fetch
-// position is short of their loadEnd, the first ones first, as many as the response limit
+// loadRequests builds the next round's fetches from the positions of the loading targets
+// short of their loadEnd: per leader, the first ones first, as many as the response limit
 // holds (one at least). A partition is read to its end before the next one starts, so that
 // the loaders of the partitions done write their last runs while the next are read.
 func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest {
 	partBytes, maxBytes := r.loadLimits()
 	reqs := map[int32]*kmsg.FetchRequest{}
 	for _, tg := range loading {
-		if tg.fetchPos >= tg.loadEnd {
-			continue
+		if tg.pos >= tg.loadEnd {
+			continue // read to its end: loaded once its last fetch is handed on
 		}
 		limit := max(partBytes, tg.batchBytes)
 		req := reqs[tg.leader]
@@ -339,7 +327,7 @@ func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest 
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = tg.ls.Partition
-		rp.FetchOffset = tg.fetchPos
+		rp.FetchOffset = tg.pos
 		rp.PartitionMaxBytes = limit
 		rt.Partitions = append(rt.Partitions, rp)
 	}
@@ -440,7 +428,6 @@ func (r *Restorer) probeLoads(ctx, actx context.Context, a appliers, loading []*
 		if err != nil {
 			return err
 		}
-		tg.fetchPos = max(tg.fetchPos, tg.pos)
 		if done {
 			tg.pos = tg.loadEnd
 			if err := r.loaded(ctx, actx, a, tg, follow); err != nil {

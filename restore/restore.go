@@ -117,10 +117,9 @@ type target struct {
 	// loader, when not nil, takes the records of a cold restore (or a long tail) up to
 	// loadEnd, the changelog's end when the restore began (store.Loader); loading is the
 	// restore loop's view of it, which the applier owns.
-	loader   *store.Loader
-	loadEnd  int64
-	loading  bool
-	fetchPos int64 // where the load's next fetch starts: the restore loop's, ahead of pos
+	loader  *store.Loader
+	loadEnd int64
+	loading bool
 	// batchBytes is the size of the largest batch a load's fetch brought cut short: the
 	// partition's limit in the next fetches.
 	batchBytes int32
