@@ -239,20 +239,10 @@ func (r *Restorer) loaded(ctx, actx context.Context, a appliers, tg *target, fol
 	return nil
 }
 
-// decodeWithKgo decodes a fetched partition with kgo's decoder, which skips the records of
-// aborted transactions and reads every message format.
+// decodeWithKgo decodes a fetched partition with kgo's decoder (processFetched), which skips
+// the records of aborted transactions and reads every message format.
 func (r *Restorer) decodeWithKgo(ws []store.Write, tg *target, rp *kmsg.FetchResponseTopicPartition, from int64) (_ []store.Write, last int64, err error) {
-	iso := kgo.ReadUncommitted()
-	if r.set.ReadCommitted {
-		iso = kgo.ReadCommitted()
-	}
-	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-		KeepControlRecords: true,
-		Offset:             from,
-		IsolationLevel:     iso,
-		Topic:              tg.ls.Topic,
-		Partition:          tg.ls.Partition,
-	}, rp, r.dec, nil)
+	fp, _ := r.processFetched(tg, rp, from)
 	if fp.Err != nil {
 		return ws, -1, fp.Err
 	}

@@ -23,10 +23,6 @@ import (
 // instead of being rescanned by each. It never declares done while a data
 // record before end exists: the consumer will deliver that record.
 func (r *Restorer) probe(ctx context.Context, tg *target, end int64) (done bool, clear int64, err error) {
-	iso := kgo.ReadUncommitted()
-	if r.set.ReadCommitted {
-		iso = kgo.ReadCommitted()
-	}
 	pos := tg.pos
 	for range 16 {
 		leader, _, err := r.cl.PartitionLeader(tg.ls.Topic, tg.ls.Partition)
@@ -77,13 +73,7 @@ func (r *Restorer) probe(ctx context.Context, tg *target, end int64) (done bool,
 		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
 			return false, pos, err
 		}
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			KeepControlRecords: true,
-			Offset:             pos,
-			IsolationLevel:     iso,
-			Topic:              tg.ls.Topic,
-			Partition:          tg.ls.Partition,
-		}, part, kgo.DefaultDecompressor(), nil)
+		fp, next := r.processFetched(tg, part, pos)
 		if fp.Err != nil {
 			return false, pos, fp.Err
 		}
@@ -131,4 +121,22 @@ func (r *Restorer) probeStalled(ctx context.Context, tg *target, end int64) (don
 	// returns nothing there.
 	tg.pos = max(tg.pos, clear)
 	return done, nil
+}
+
+// processFetched decodes what a direct fetch brought of tg's changelog partition from offset
+// from with kgo's decoder, as the consumer would: control records kept, aborted records
+// skipped under read_committed, every message format. It returns the offset after the last
+// batch read.
+func (r *Restorer) processFetched(tg *target, rp *kmsg.FetchResponseTopicPartition, from int64) (kgo.FetchPartition, int64) {
+	iso := kgo.ReadUncommitted()
+	if r.set.ReadCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	return kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		KeepControlRecords: true,
+		Offset:             from,
+		IsolationLevel:     iso,
+		Topic:              tg.ls.Topic,
+		Partition:          tg.ls.Partition,
+	}, rp, r.dec, nil)
 }
