@@ -38,13 +38,14 @@ const (
 	maxKafkaBatch      = 1 << 20 // message.max.bytes by default, kfake's too
 )
 
-// loadLimits returns the partition limit of a load's fetches and their response limit.
-func (r *Restorer) loadLimits() (partBytes, maxBytes int32) {
+// loadLimits returns the partition limit of a load's fetches with cl and the most their
+// partitions' limits add up to.
+func loadLimits(cl *kgo.Client) (partBytes, maxBytes int32) {
 	partBytes, maxBytes = loadPartitionBytes, loadFetchBytes
-	if v, ok := r.cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); ok && v > 0 {
+	if v, ok := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); ok && v > 0 {
 		partBytes = min(partBytes, v)
 	}
-	if v, ok := r.cl.OptValue(kgo.FetchMaxBytes).(int32); ok && v > 0 {
+	if v, ok := cl.OptValue(kgo.FetchMaxBytes).(int32); ok && v > 0 {
 		maxBytes = min(maxBytes, v)
 	}
 	return min(partBytes, maxBytes), maxBytes
@@ -280,7 +281,7 @@ func appendRecords(ws []store.Write, recs []*kgo.Record, pos, end int64) ([]stor
 // holds (one at least). A partition is read to its end before the next one starts, so that
 // the loaders of the partitions done write their last runs while the next are read.
 func (r *Restorer) loadRequests(loading []*target) map[int32]*kmsg.FetchRequest {
-	partBytes, maxBytes := r.loadLimits()
+	partBytes, maxBytes := r.loadPartBytes, r.loadMaxBytes
 	reqs := map[int32]*kmsg.FetchRequest{}
 	for _, tg := range loading {
 		if tg.pos >= tg.loadEnd {

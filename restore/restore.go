@@ -68,6 +68,8 @@ type Restorer struct {
 	lis multiListener
 	dec kgo.Decompressor // of the batches a load fetches
 	mu  sync.Mutex
+
+	loadPartBytes, loadMaxBytes int32 // loadLimits of cl
 }
 
 // New returns a Restorer that consumes with cl and lists offsets with adm.
@@ -95,6 +97,7 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 		s.ProbeInterval = DefaultProbeInterval
 	}
 	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore"), dec: kgo.DefaultDecompressor()}
+	r.loadPartBytes, r.loadMaxBytes = loadLimits(cl)
 	r.lis = multiListener{logListener{r.log}}
 	if s.Listener != nil {
 		r.lis = append(r.lis, s.Listener)
