@@ -501,7 +501,6 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.RetryBackoffFn(clientBackoff),
 		kgo.ClientID(r.cfg.ApplicationID + "-consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
-		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(r.newBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -520,7 +519,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	}
 	if r.eos != nil {
 		opts = append(opts, r.opts.producerOpts...) // the group consumer is the producer
-		if err := r.eos.newTransactSession(ctx, opts); err != nil {
+		if err := r.eos.newTransactSession(ctx, opts, topics); err != nil {
 			return err
 		}
 		// The admin client produces nothing under exactly-once, so its metadata of the
@@ -529,7 +528,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if r.kafka.consumer, err = kgo.NewClient(opts...); err != nil {
+	if r.kafka.consumer, err = kgo.NewClient(append(opts, kgo.ConsumeTopics(topics...))...); err != nil {
 		return fmt.Errorf("runtime: create the group consumer: %w", err)
 	}
 	r.kafka.purgeAdm = r.kafka.adm

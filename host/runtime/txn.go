@@ -127,8 +127,11 @@ func processID(dir string) (string, error) {
 // newTransactSession creates the group consumer as a transactional session, with the
 // producer options of the changelog producer, and begins the first transaction. Initializing
 // the producer id fences the previous incarnation of this instance and aborts its open
-// transaction.
-func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) error {
+// transaction. Only then does it consume topics: franz-go joins the group as soon as it has
+// the metadata of a consumed topic, and a member that joined before its producer was ready
+// would take partitions it cannot process yet, or leave the group again when the producer
+// fails to initialize.
+func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt, topics []string) error {
 	pid, err := processID(StateDir(e.rt.cfg))
 	if err != nil {
 		return err
@@ -163,7 +166,7 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) er
 	ictx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if _, _, err := e.rt.kafka.consumer.ProducerID(ictx); err != nil {
-		e.rt.kafka.consumer.Close() // it joined nothing yet (the group waits for its first poll)
+		e.rt.kafka.consumer.Close() // it joined nothing yet: it consumes no topic
 		return fmt.Errorf("runtime: initialize the transactional producer %s: %w", id, err)
 	}
 	if err := sess.Begin(); err != nil {
@@ -172,6 +175,7 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) er
 	st.begun = time.Now()
 	e.rt.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
 	e.rt.emit(Event{Kind: EventProducerReady, TransactionalID: id})
+	e.rt.kafka.consumer.AddConsumeTopics(topics...)
 	return nil
 }
 
