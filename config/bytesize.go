@@ -58,3 +58,14 @@ func (d *decoder) byteSize(expr hcl.Expression, name string, def int64) int64 {
 	}
 	return def
 }
+
+// FormatByteSize writes n in the largest unit of byteUnits that divides it: "64MiB",
+// "1536KiB", "100B"; ParseByteSize reads it back.
+func FormatByteSize(n int64) string {
+	for _, u := range byteUnits {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

@@ -68,12 +68,6 @@ type Config struct {
 	Processors     []Processor   // in file order
 }
 
-// Kafka is the kafka block. No brokers means an embedded broker runs in-process.
-type Kafka struct {
-	Brokers []string
-	Range   hcl.Range // the brokers attribute or the block, zero if absent
-}
-
 // EmbeddedBroker is the embedded_broker block, used only when Kafka.Brokers is empty.
 type EmbeddedBroker struct {
 	Listen  string

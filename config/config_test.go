@@ -233,8 +233,10 @@ processor "count" {
 		AcceptableRecoveryLag:    10000,
 		StateCleanupDelay:        10 * time.Minute,
 		ProbingRebalanceInterval: 10 * time.Minute,
-		EmbeddedBroker:           config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},
-		Admin:                    config.Admin{Listen: "127.0.0.1:9464"},
+		Kafka: config.Kafka{ClientID: "app", Compression: config.CompressionNone, Linger: 5 * time.Millisecond,
+			BatchSize: 1 << 20, FetchMaxBytes: 50 << 20, RequestTimeout: 10 * time.Second},
+		EmbeddedBroker: config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},
+		Admin:          config.Admin{Listen: "127.0.0.1:9464"},
 		Processors: []config.Processor{{
 			Name:        "count",
 			Module:      filepath.Join(dir, "plugins", "count", "count.wasm"),

@@ -61,12 +61,6 @@ type rawFile struct {
 	ProbingRebalanceInterval hcl.Expression `hcl:"probing_rebalance_interval,optional"`
 }
 
-type rawKafka struct {
-	Brokers      hcl.Expression `hcl:"brokers,optional"`
-	BrokersRange hcl.Range      `hcl:"brokers,attr_range"`
-	DefRange     hcl.Range      `hcl:",def_range"`
-}
-
 type rawEmbeddedBroker struct {
 	Listen   hcl.Expression `hcl:"listen,optional"`
 	DataDir  hcl.Expression `hcl:"data_dir,optional"`
@@ -181,6 +175,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	c.ProbingRebalanceInterval = d.millisDuration(raw.ProbingRebalanceInterval, "probing_rebalance_interval", defaultProbingRebalanceInterval)
 
 	d.decodeKafka(raw.Kafka, c)
+	d.checkKafka(raw.Kafka, c)
 	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)
 	if c.ApplicationID != "" && checkApplicationID(c.ApplicationID) == "" {
 		app := filepath.Join(c.StateDir, c.ApplicationID)
@@ -206,22 +201,6 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	d.checkDeadLetters(c)
 	d.checkTopology(c)
 	d.checkLocal(raw, body, c)
-}
-
-func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
-	if rk == nil {
-		return
-	}
-	c.Kafka.Range = rk.DefRange
-	brokers, ranges, present := d.stringList(rk.Brokers, "brokers")
-	if !present {
-		return
-	}
-	c.Kafka.Range = rk.BrokersRange
-	for i, b := range brokers {
-		d.hostPort(ranges[i], "broker address", b, "kafka-1:9092", false, false)
-	}
-	c.Kafka.Brokers = brokers
 }
 
 func (d *decoder) decodeEmbeddedBroker(re *rawEmbeddedBroker, c *Config) {

@@ -5,8 +5,9 @@
 // their detail, where the first definition is), and all of them are returned at once, sorted
 // by position. WriteDiagnostics prints them with file, line and a source snippet.
 //
-// Relative paths (state_dir, module, embedded_broker.data_dir) are relative to the directory
-// of the configuration file, not to the working directory; Config holds them absolute.
+// Relative paths (state_dir, module, embedded_broker.data_dir, and the files of kafka.tls and
+// kafka.sasl) are relative to the directory of the configuration file, not to the working
+// directory; Config holds them absolute.
 // Unknown attributes and blocks are errors.
 //
 // # Format
@@ -41,9 +42,54 @@
 //	                                        # rebalance to check whether they caught up
 //	                                        # (probing.rebalance.interval.ms)
 //
-//	kafka {                                 # optional
+//	kafka {                                 # optional; its settings apply to every client the
+//	                                        # process makes (group consumer, producers, admin,
+//	                                        # restore and standby clients) and to the commands
+//	                                        # that talk to Kafka (--config)
 //	  brokers = ["127.0.0.1:9092"]          # "host:port" each; omitted or empty: an embedded
-//	}                                       # broker runs in-process
+//	                                        # broker runs in-process (no tls, sasl, nor a
+//	                                        # replication_factor above 1 then)
+//	  client_id          = "wordcount"      # client.id prefix: <client_id>-consumer, -producer,
+//	                                        # -restore, -standby; default the application_id
+//	  rack               = "eu-west-1a"     # client.rack (fetch from a follower of the same
+//	                                        # rack, with the brokers' replica.selector.class);
+//	                                        # default none
+//	  compression        = "zstd"           # compression.type of produced batches (changelogs,
+//	                                        # outputs, repartitions, dead letters): "none" (the
+//	                                        # default, as Kafka's), "gzip", "snappy", "lz4", "zstd"
+//	  linger             = "5ms"            # linger.ms; default "5ms" (Kafka 4's); whole ms, >= 0
+//	  batch_size         = "1MiB"           # batch.size, the most bytes of one produced batch;
+//	                                        # default "1MiB" (Kafka's 16KiB); 1KiB to 1GiB
+//	  fetch_max_bytes    = "50MiB"          # fetch.max.bytes of the group consumer; default "50MiB"
+//	                                        # (Kafka's); the restore and standby clients take at
+//	                                        # most 4MiB of it; 64KiB to 1GiB
+//	  request_timeout    = "10s"            # request.timeout.ms: how long a request waits for its
+//	                                        # answer beyond what it asks of the broker (a fetch's
+//	                                        # wait); default "10s" (Kafka's 30s); whole ms, > 0
+//	  replication_factor = 3                # replication.factor of the topics statehost creates
+//	                                        # (changelogs, repartitions, dead letters, outputs,
+//	                                        # topic blocks); default the broker's
+//	                                        # default.replication.factor; run refuses one above
+//	                                        # the cluster's broker count
+//	  tls {                                 # optional: TLS to every broker (SSL, SASL_SSL)
+//	    ca_file     = "ca.pem"              # PEM CA certificates (ssl.truststore); default the
+//	                                        # system's roots
+//	    cert_file   = "client.pem"          # client certificate and key (PEM) for mutual TLS
+//	    key_file    = "client.key"          # (ssl.keystore); both or neither
+//	    server_name = "kafka.internal"      # the name the brokers' certificates must hold;
+//	                                        # default each broker's host
+//	    insecure_skip_verify = false        # true accepts any certificate (tests only; warned)
+//	  }
+//	  sasl {                                # optional: SASL authentication (sasl.mechanism)
+//	    mechanism     = "SCRAM-SHA-512"     # "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" or
+//	                                        # "OAUTHBEARER"; PLAIN without tls is warned about
+//	    username      = "wordcount"         # PLAIN and SCRAM
+//	    password_file = "/run/secrets/kp"   # PLAIN and SCRAM: the password, from a file (a final
+//	    password_env  = "KAFKA_PASSWORD"    # newline dropped) or an environment variable, one
+//	                                        # of them; never in this file, never printed
+//	    token_file    = "/run/secrets/tok"  # OAUTHBEARER: the token, read again at each new
+//	  }                                     # connection (so a renewed token is picked up)
+//	}
 //
 //	embedded_broker {                       # optional; used only when kafka.brokers is empty
 //	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"; not admin.listen's address

@@ -1,0 +1,18 @@
+application_id = "secured"
+
+kafka {
+  brokers = ["kafka-1:9093"]
+  sasl {
+    mechanism    = "PLAIN"
+    password_env = "STATEHOST_TEST_UNSET_PASSWORD"
+  }
+}
+
+processor "count" {
+  module = "ok.wasm"
+  inputs = ["words"]
+}
+
+# expect: 5:3: error: Missing required argument | "username" is required
+# expect: 6:20: warning: Password sent in plain text | without a kafka.tls block
+# expect: 7:20: error: Password variable not set | STATEHOST_TEST_UNSET_PASSWORD (password_env) is not set
