@@ -1,0 +1,271 @@
+// Package kafkaclient turns the kafka block of a configuration (config.Kafka) into the
+// franz-go options of a client, so that every client the process makes (group consumer,
+// producers, admin, restore and standby clients, and the commands that talk to Kafka)
+// connects with the same TLS, SASL and client settings; and it checks, before anything
+// else runs, that the brokers take those settings, with an error that says why not.
+package kafkaclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/internal/kafkalog"
+)
+
+// Opts returns the options every client of k takes: the seed brokers, the logger, TLS,
+// SASL, the rack, the request timeout, and the client id <k.ClientID>-<role> (k.ClientID
+// alone when role is empty). The producers add ProducerOpts.
+func Opts(k config.Kafka, seeds []string, role string, log hclog.Logger) []kgo.Opt {
+	id := k.ClientID
+	if role != "" {
+		id += "-" + role
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(id)}
+	if log != nil {
+		opts = append(opts, kgo.WithLogger(kafkalog.New(log)))
+	}
+	if k.RequestTimeout > 0 {
+		opts = append(opts, kgo.RequestTimeoutOverhead(k.RequestTimeout))
+	}
+	if k.Rack != "" {
+		opts = append(opts, kgo.Rack(k.Rack))
+	}
+	if k.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(k.TLS.Config))
+	}
+	if m := Mechanism(k.SASL); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
+
+// ProducerOpts returns the options of k's producers: compression, linger and batch size.
+func ProducerOpts(k config.Kafka) []kgo.Opt {
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(Codec(k.Compression))}
+	if k.Linger > 0 {
+		opts = append(opts, kgo.ProducerLinger(k.Linger))
+	}
+	if k.BatchSize > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(k.BatchSize)))
+	}
+	return opts
+}
+
+// Codec returns the franz-go codec of c; none for "" (the default, as Kafka's producer).
+func Codec(c config.Compression) kgo.CompressionCodec {
+	switch c {
+	case config.CompressionGzip:
+		return kgo.GzipCompression()
+	case config.CompressionSnappy:
+		return kgo.SnappyCompression()
+	case config.CompressionLZ4:
+		return kgo.Lz4Compression()
+	case config.CompressionZstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+// Mechanism returns the SASL mechanism of s, nil when s is nil. OAUTHBEARER reads its token
+// file at each authentication (each new connection), so that a renewed token is used.
+func Mechanism(s *config.SASL) sasl.Mechanism {
+	if s == nil {
+		return nil
+	}
+	switch s.Mechanism {
+	case config.SASLPlain:
+		return plain.Auth{User: s.Username, Pass: s.Password.Reveal()}.AsMechanism()
+	case config.SASLScramSHA256:
+		return scram.Auth{User: s.Username, Pass: s.Password.Reveal()}.AsSha256Mechanism()
+	case config.SASLScramSHA512:
+		return scram.Auth{User: s.Username, Pass: s.Password.Reveal()}.AsSha512Mechanism()
+	case config.SASLOAuthBearer:
+		path := s.TokenFile
+		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tok, err := config.ReadTokenFile(path)
+			return oauth.Auth{Token: tok}, err
+		})
+	}
+	return nil
+}
+
+// CheckTimeout bounds Check's wait for each seed broker.
+const CheckTimeout = 10 * time.Second
+
+// Check connects to each seed broker in turn with k's TLS and SASL settings and asks it
+// for the cluster's metadata; it returns nil once one answers. Otherwise it returns an
+// error that names each broker and says why it failed, in the user's terms (a wrong
+// password, a CA that did not sign the broker's certificate, plain text sent to a TLS port),
+// after at most CheckTimeout per broker: the clients themselves would retry such failures
+// for minutes, silently.
+func Check(ctx context.Context, k config.Kafka, seeds []string) error {
+	var errs []error
+	unreachable := true
+	for _, seed := range seeds {
+		err := checkSeed(ctx, k, seed)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		why, ok := explain(k, err)
+		unreachable = unreachable && ok
+		errs = append(errs, fmt.Errorf("broker %s: %w", seed, why))
+	}
+	err := errs[0]
+	if len(errs) > 1 {
+		err = fmt.Errorf("no broker answered: %w", errors.Join(errs...))
+	}
+	if unreachable {
+		return &UnreachableError{err}
+	}
+	return err
+}
+
+// UnreachableError is Check's error when no broker could be reached at all (nothing listens,
+// or no answer in time), as when the brokers are still starting: unlike a refused password
+// or certificate, that may pass by itself.
+type UnreachableError struct{ Err error }
+
+func (e *UnreachableError) Error() string { return e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+func checkSeed(ctx context.Context, k config.Kafka, seed string) error {
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
+	// A TCP connection first: a TLS handshake that gets no answer from a port that
+	// accepts connections is TLS spoken to a plain-text listener, not an unreachable broker.
+	d := net.Dialer{Timeout: CheckTimeout / 2}
+	conn, err := d.DialContext(ctx, "tcp", seed)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	hook := &dialHook{}
+	opts := append(Opts(k, []string{seed}, "check", nil),
+		kgo.RequestRetries(0),
+		kgo.RetryTimeout(CheckTimeout),
+		kgo.DialTimeout(CheckTimeout/2),
+		kgo.WithHooks(hook),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none: the brokers only
+	_, err = req.RequestWith(ctx, cl)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if k.TLS != nil {
+		return errTLSNoAnswer
+	}
+	if err := hook.last(); err != nil {
+		return err
+	}
+	return fmt.Errorf("no answer within %s: %w", CheckTimeout, errNoAnswer)
+}
+
+var (
+	errNoAnswer    = errors.New("no answer")
+	errTLSNoAnswer = errors.New("the TLS handshake got no answer")
+)
+
+// dialHook keeps the last dial error: a request that timed out after failed dials returns
+// only the context's error.
+type dialHook struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (h *dialHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.mu.Lock()
+		h.err = err
+		h.mu.Unlock()
+	}
+}
+
+func (h *dialHook) last() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// explain says what err means for a connection with k's settings; unreachable is true when
+// nothing answered at all.
+func explain(k config.Kafka, err error) (_ error, unreachable bool) {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		verifyErr *tls.CertificateVerificationError
+		headerErr tls.RecordHeaderError
+		netErr    net.Error
+		dnsErr    *net.DNSError
+	)
+	tlsOn := k.TLS != nil
+	ca := "the system's root certificates"
+	if tlsOn && k.TLS.CAFile != "" {
+		ca = "kafka.tls.ca_file " + k.TLS.CAFile
+	}
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("SASL %s authentication of user %q failed: the broker refused the credentials (kafka.sasl): %w", k.SASL.Mechanism, k.SASL.Username, err), false
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("the broker's listener does not enable SASL mechanism %s (kafka.sasl.mechanism): %w", k.SASL.Mechanism, err), false
+	case errors.Is(err, kerr.IllegalSaslState):
+		return fmt.Errorf("the broker's listener takes no SASL: remove kafka.sasl, or use its SASL port: %w", err), false
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("TLS: the broker's certificate is not signed by a CA of %s: %w", ca, err), false
+	case errors.As(err, &hostErr):
+		return fmt.Errorf("TLS: the broker's certificate is not for this address (set kafka.tls.server_name to a name it holds): %w", err), false
+	case errors.As(err, &verifyErr):
+		return fmt.Errorf("TLS: the broker's certificate is not valid (checked against %s): %w", ca, err), false
+	case errors.Is(err, errTLSNoAnswer):
+		return fmt.Errorf("TLS: the broker accepts connections, but %w within %s: the listener is likely plain text; remove kafka.tls, or use its TLS port", err, CheckTimeout), false
+	case errors.As(err, &headerErr):
+		return fmt.Errorf("TLS: the broker answered in plain text: the listener is not TLS; remove kafka.tls, or use its TLS port: %w", err), false
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Errorf("no answer in time: %w", err), true
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("the broker's host name does not resolve: %w", err), true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no broker listens there (connection refused): %w", err), true
+	case tlsOn && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && strings.Contains(err.Error(), "tls"):
+		return fmt.Errorf("TLS: the broker closed the connection during the handshake: the listener is likely plain text; remove kafka.tls, or use its TLS port: %w", err), false
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		hint := "the listener may need TLS (kafka.tls) or SASL (kafka.sasl), or the broker is shutting down"
+		switch {
+		case tlsOn && k.SASL == nil:
+			hint = "the listener may need SASL (kafka.sasl)"
+		case !tlsOn && k.SASL != nil:
+			hint = "the listener may need TLS (kafka.tls), or take no SASL"
+		case tlsOn:
+			hint = "the credentials of kafka.sasl may be wrong (some brokers close the connection on a refused authentication), or the listener takes other security than TLS with SASL " + string(k.SASL.Mechanism)
+		}
+		return fmt.Errorf("the broker closed the connection at the first request: %s: %w", hint, err), false
+	}
+	return err, errors.Is(err, errNoAnswer)
+}
