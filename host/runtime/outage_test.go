@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/broker"
 	"github.com/statehost/statehost/store"
 )
@@ -44,7 +45,7 @@ func openRestoreTask(t *testing.T, brokers []string) (*changelog.Task, *Runtime)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	cl, err := kgo.NewClient(append(producerOpts(), kgo.SeedBrokers(brokers...))...)
+	cl, err := kgo.NewClient(append(producerOpts(config.Kafka{}.WithDefaults("app")), kgo.SeedBrokers(brokers...))...)
 	if err != nil {
 		t.Fatal(err)
 	}

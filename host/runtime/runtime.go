@@ -22,7 +22,7 @@ import (
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
-	"github.com/statehost/statehost/internal/kafkalog"
+	"github.com/statehost/statehost/internal/kafkaclient"
 	"github.com/statehost/statehost/restore"
 	"github.com/statehost/statehost/store"
 )
@@ -173,6 +173,7 @@ type clients struct {
 type Runtime struct {
 	opts Options
 	cfg  *config.Config
+	kcfg config.Kafka // cfg.Kafka with its defaults
 	log  hclog.Logger
 
 	stores   *store.Manager
@@ -222,6 +223,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		readers:  make(map[string][]*processor),
 		outParts: make(map[string]int32),
 		status:   newStatusBoard(),
+		kcfg:     cfg.Kafka.WithDefaults(cfg.ApplicationID),
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.jobs = &dispatcher{rt: r}
@@ -267,7 +269,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	r.local.load(held)
 	r.sb.cleanedAt = time.Now()
-	if err := r.connect(); err != nil {
+	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
 	topics := topicSetup{r}
@@ -388,12 +390,18 @@ func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 // connect creates the Kafka clients: one for admin requests and (at-least-once) produces, a
 // restore consumer for active tasks and one for standby tasks, and the group consumer (created last, in Run, so that nothing is assigned
 // before the runtime can take it; under exactly-once it is the producer too).
-func (r *Runtime) connect() error {
-	brokers := kgo.SeedBrokers(r.opts.Brokers...)
-	logger := kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka")))
+func (r *Runtime) connect(ctx context.Context) error {
+	if err := kafkaclient.Check(ctx, r.kcfg, r.opts.Brokers); err != nil {
+		if _, ok := errors.AsType[*kafkaclient.UnreachableError](err); !ok {
+			return fmt.Errorf("runtime: connect to Kafka: %w", err)
+		}
+		// The brokers may still be starting: the clients retry, and the topic setup
+		// bounds the wait.
+		r.log.Warn("no broker answers yet", "error", err)
+	}
 	var err error
-	r.kafka.prodCl, err = kgo.NewClient(append(append(producerOpts(), brokers, logger, kgo.RetryBackoffFn(clientBackoff),
-		kgo.ClientID(r.cfg.ApplicationID+"-producer"), r.metrics.producerHook()), r.opts.producerOpts...)...)
+	r.kafka.prodCl, err = kgo.NewClient(append(append(r.clientOpts("producer"), producerOpts(r.kcfg)...),
+		append([]kgo.Opt{r.metrics.producerHook()}, r.opts.producerOpts...)...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
 	}
@@ -433,16 +441,13 @@ func (r *Runtime) producerWaitLimit() time.Duration {
 // transactions, but a changelog may hold aborted records of an earlier exactly-once run,
 // which must never reach a store.
 func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Logger) (*kgo.Client, *restore.Restorer, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.opts.Brokers...),
-		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
-		kgo.RetryBackoffFn(clientBackoff),
-		kgo.ClientID(r.cfg.ApplicationID+"-"+name),
+	cl, err := kgo.NewClient(append(r.clientOpts(name),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(restoreFetchMaxBytes),
+		kgo.FetchMaxBytes(int32(min(restoreFetchMaxBytes, r.kcfg.FetchMaxBytes))),
 		kgo.KeepControlRecords(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("runtime: create the %s client: %w", name, err)
 	}
@@ -460,23 +465,28 @@ func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Lo
 // (the one being read and the ones its appliers queue): 50 MiB of word counts took 500 MiB.
 // With 4 MiB, a restore of 20 million records stays within the store's memory and a fixed
 // margin, at the same speed: the appliers work on one fetch while the next is read. The
-// fetches of a cold restore (restore.Restorer's own) are bounded by it too.
+// fetches of a cold restore (restore.Restorer's own) are bounded by it too. A smaller
+// kafka.fetch_max_bytes wins.
 const restoreFetchMaxBytes = 4 << 20
+
+// clientOpts are the options every client of the runtime takes: the kafka block's
+// (brokers, TLS, SASL, client id <client_id>-<role>, rack, request timeout) and the backoff.
+func (r *Runtime) clientOpts(role string) []kgo.Opt {
+	return append(kafkaclient.Opts(r.kcfg, r.opts.Brokers, role, r.opts.Logger.Named("kafka")),
+		kgo.RetryBackoffFn(clientBackoff))
+}
 
 // producerOpts are the options of the client that produces the tasks' changelog and output
 // records (changelog.Producer): the admin client under at-least-once, the transactional group
-// consumer under exactly-once.
+// consumer under exactly-once. The kafka block sets compression, linger (default 5ms) and
+// the batch size (default 1 MiB).
 //
 // No kgo.RecordDeliveryTimeout: franz-go measures it from each record's timestamp, and our
 // records carry event time (an output record has its input's timestamp, a window changelog
 // record the stream time), so records of data older than the timeout would fail at once. A
 // commit bounds its wait for acknowledgements itself (commitTimeout).
-func producerOpts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1 << 20),
-	}
+func producerOpts(k config.Kafka) []kgo.Opt {
+	return append(kafkaclient.ProducerOpts(k), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 }
 
 // fetchMaxPartitionBytes bounds what one fetch brings of each input partition (Kafka's
@@ -495,11 +505,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	for t := range r.readers {
 		topics = append(topics, t)
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(r.opts.Brokers...),
-		kgo.WithLogger(kafkalog.New(r.opts.Logger.Named("kafka"))),
-		kgo.RetryBackoffFn(clientBackoff),
-		kgo.ClientID(r.cfg.ApplicationID + "-consumer"),
+	opts := append(r.clientOpts("consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
 		kgo.Balancers(r.newBalancer()),
 		kgo.DisableAutoCommit(),
@@ -507,18 +513,19 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(r.opts.SessionTimeout),
 		kgo.RebalanceTimeout(rebalanceTimeout),
-		kgo.HeartbeatInterval(r.opts.SessionTimeout / 10),
-		kgo.FetchMaxWait(500 * time.Millisecond),
-		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
+		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(int32(r.kcfg.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(min(fetchMaxPartitionBytes, r.kcfg.FetchMaxBytes))),
 		// Inputs too: records of aborted transactions (an upstream exactly-once processor's,
 		// or this application's repartition records) are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
-	}
+	)
 	if r.eos != nil {
-		opts = append(opts, r.opts.producerOpts...) // the group consumer is the producer
+		opts = append(append(opts, producerOpts(r.kcfg)...), r.opts.producerOpts...) // the group consumer is the producer
 		if err := r.eos.newTransactSession(ctx, opts, topics); err != nil {
 			return err
 		}

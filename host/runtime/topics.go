@@ -50,7 +50,8 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tm, err := changelog.NewTopicManager(ts.rt.kafka.adm, changelog.TopicSettings{AppID: ts.rt.cfg.ApplicationID, Logger: ts.rt.log})
+	tm, err := changelog.NewTopicManager(ts.rt.kafka.adm, changelog.TopicSettings{AppID: ts.rt.cfg.ApplicationID,
+		ReplicationFactor: ts.rt.kcfg.ReplicationFactor, Logger: ts.rt.log})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
@@ -64,13 +65,16 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 	known := ts.checkInputs(planned, diag)
 	ts.checkChangelogs(parts, known, diag)
 	diags = append(diags, ts.checkSessionTimeout(ctx)...)
+	rfOK := ts.checkReplicationFactor(ctx, diag)
 
 	creates := ts.planTopics(parts, planned, known, tm)
 	refused := func(c topicCreate, err error) {
 		diag(c.rng, "Topic not created", "The broker refused to create %s %q: %v.", c.what, c.name, err)
 	}
-	if err := ts.validateTopics(ctx, creates, refused); err != nil {
-		return err
+	if rfOK { // else the broker would refuse every topic for the same reason
+		if err := ts.validateTopics(ctx, creates, refused); err != nil {
+			return err
+		}
 	}
 	if diags.HasErrors() {
 		return &DiagnosticsError{Diags: byPosition(diags), Files: ts.rt.cfg.Files}
@@ -315,7 +319,7 @@ func (ts topicSetup) validateTopics(ctx context.Context, creates []topicCreate, 
 	for _, c := range creates {
 		byName[c.name] = c
 		t := kmsg.NewCreateTopicsRequestTopic()
-		t.Topic, t.NumPartitions, t.ReplicationFactor = c.name, c.partitions, -1
+		t.Topic, t.NumPartitions, t.ReplicationFactor = c.name, c.partitions, ts.replicationFactor()
 		for _, k := range slices.Sorted(maps.Keys(c.configs)) {
 			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 			cfg.Name, cfg.Value = k, kmsg.StringPtr(c.configs[k])
@@ -353,6 +357,45 @@ const (
 // 6s to 30m by default on Kafka, 100ms to 5m on the embedded broker). Outside it, the broker
 // refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
 // permission to describe its configs) is not checked; that is logged.
+// checkReplicationFactor checks, with diag, that the cluster has at least as many brokers as
+// kafka.replication_factor asks for, and reports whether it does (or could not tell).
+func (ts topicSetup) checkReplicationFactor(ctx context.Context, diag diagFunc) bool {
+	rf := ts.rt.kcfg.ReplicationFactor
+	if rf <= 1 {
+		return true
+	}
+	md, err := ts.rt.kafka.adm.BrokerMetadata(ctx)
+	if err != nil {
+		ts.rt.log.Warn("cannot list the brokers to check the replication factor against them", "error", err)
+		return true
+	}
+	if n := len(md.Brokers); n < int(rf) {
+		diag(ts.rt.kcfg.ReplicationFactorRange, "Replication factor above the cluster's size",
+			"The replication_factor %d needs at least %d brokers, but the cluster (%s) has %d: %s. Lower it, or leave it out for the broker's default.replication.factor.",
+			rf, rf, strings.Join(ts.rt.opts.Brokers, ","), n, brokerList(md.Brokers))
+		return false
+	}
+	return true
+}
+
+// brokerList names brokers as "node 1 (host:port), node 2 (host:port)".
+func brokerList(bs kadm.BrokerDetails) string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, fmt.Sprintf("node %d (%s:%d)", b.NodeID, b.Host, b.Port))
+	}
+	return strings.Join(out, ", ")
+}
+
+// replicationFactor is the replication factor of the topics the runtime creates:
+// kafka.replication_factor, or -1 (the broker's default.replication.factor).
+func (ts topicSetup) replicationFactor() int16 {
+	if rf := ts.rt.kcfg.ReplicationFactor; rf > 0 {
+		return rf
+	}
+	return -1
+}
+
 func (ts topicSetup) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
 	md, err := ts.rt.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
@@ -466,7 +509,7 @@ func (ts topicSetup) createTopic(ctx context.Context, name string, partitions in
 	for k, v := range configs {
 		cfgs[k] = kadm.StringPtr(v)
 	}
-	resp, err := ts.rt.kafka.adm.CreateTopic(ctx, partitions, -1, cfgs, name)
+	resp, err := ts.rt.kafka.adm.CreateTopic(ctx, partitions, ts.replicationFactor(), cfgs, name)
 	if err == nil {
 		err = resp.Err
 	}

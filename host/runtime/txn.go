@@ -140,7 +140,7 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt, to
 	// The callbacks of this session's client use st, not e.txn: a reset replaces e.txn while
 	// the old client may still signal.
 	st := &txnState{id: id, stuck: map[taskID]int{}}
-	opts = append(append(opts, producerOpts()...),
+	opts = append(opts, // the producer's options are in opts already (newConsumer)
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(transactionTimeout(e.rt.cfg.CommitInterval)),
 		e.rt.metrics.producerHook(),

@@ -60,12 +60,25 @@ func Histories(t testing.TB, brokers []string, topic string) map[string][]string
 // seconds.
 func Read(t testing.TB, brokers []string, topic string, committed bool) []*kgo.Record {
 	t.Helper()
+	return ReadWith(t, []kgo.Opt{kgo.SeedBrokers(brokers...)}, topic, committed)
+}
+
+// LatestCommittedWith is LatestCommitted with a client of opts (the seed brokers, and the
+// TLS and SASL of a secured cluster).
+func LatestCommittedWith(t testing.TB, opts []kgo.Opt, topic string) (map[string]string, int) {
+	t.Helper()
+	return latest(ReadWith(t, opts, topic, true))
+}
+
+// ReadWith is Read with a client of opts (the seed brokers among them).
+func ReadWith(t testing.TB, clientOpts []kgo.Opt, topic string, committed bool) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Control records (transaction markers) are kept so that a partition that ends with one
 	// is seen to end.
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
+	opts := append(slices.Clip(clientOpts), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
 	if committed {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}

@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/internal/kafkaclient"
+	"github.com/statehost/statehost/internal/testcerts"
+	"github.com/statehost/statehost/internal/topictest"
+	"github.com/statehost/statehost/internal/wordgen"
+)
+
+// securedHCL is the word count under exactly-once on brokers reached with TLS (the CA of
+// ca) and SCRAM-SHA-512 (the password in the file pw), its produced batches zstd.
+func securedHCL(brokers []string, ca, pw string) string {
+	block := fmt.Sprintf(`kafka {
+  brokers     = [%q]
+  compression = "zstd"
+  client_id   = "secured-wc"
+  tls {
+    ca_file = %q
+  }
+  sasl {
+    mechanism     = "SCRAM-SHA-512"
+    username      = "statehost"
+    password_file = %q
+  }
+}
+`, brokers[0], ca, pw)
+	return block + eosHCL()
+}
+
+// TestSecuredWordCount runs the word count under exactly-once on a broker that takes only
+// TLS with SCRAM-SHA-512: every client of the runtime (group consumer and producer, admin,
+// restore and standby clients) connects with the kafka block's settings, and the changelog's
+// batches are compressed with the codec it names.
+func TestSecuredWordCount(t *testing.T) {
+	certs := testcerts.New(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "statehost", "pw-of-statehost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "password")
+	if err := os.WriteFile(pw, []byte("pw-of-statehost"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, dir, securedHCL(brokers, certs.CAFile, pw))
+	opts := kafkaclient.Opts(cfg.Kafka, brokers, "test", nil)
+	cl, _ := client(t, brokers, opts...)
+
+	in := start(t, cfg, brokers)
+	lines, ref := wordgen.Sentences(1000, 1)
+	produce(t, cl, "sentences", lines...)
+	want := wordgen.Strings(ref)
+	waitFor(t, 60*time.Second, "the committed counts", func() bool {
+		got, _ := topictest.LatestCommittedWith(t, opts, "wc-counts-changelog")
+		return maps.Equal(got, want)
+	})
+	if err := in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// A restart restores from the secured changelog with the restore client.
+	if err := os.RemoveAll(StateDir(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	in = start(t, cfg, brokers)
+	feed(t, cl, ref, 200, 2)
+	want = wordgen.Strings(ref)
+	waitFor(t, 60*time.Second, "the counts after a restart", func() bool {
+		got, _ := topictest.LatestCommittedWith(t, opts, "wc-counts-changelog")
+		return maps.Equal(got, want)
+	})
+	if n := in.events.restored()["counts"]; n == 0 {
+		t.Errorf("the restart on a wiped state restored nothing")
+	}
+	if err := in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	codecs := batchCodecs(t, opts, "wc-counts-changelog")
+	if codecs[4] == 0 || codecs[1]+codecs[2]+codecs[3] > 0 {
+		t.Errorf("changelog batches by codec %v, want zstd (4) and no other codec (0 is the transaction markers)", codecs)
+	}
+}
+
+// batchCodecs reads topic from the start with a client of opts and counts its batches by
+// compression codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+func batchCodecs(t *testing.T, opts []kgo.Opt, topic string) map[uint8]int {
+	t.Helper()
+	h := &codecHook{n: map[uint8]int{}}
+	recs := topictest.ReadWith(t, append(opts, kgo.WithHooks(h)), topic, true)
+	if len(recs) == 0 {
+		t.Fatalf("%s is empty", topic)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.n)
+}
+
+type codecHook struct {
+	mu sync.Mutex
+	n  map[uint8]int
+}
+
+func (h *codecHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	h.n[m.CompressionType]++
+	h.mu.Unlock()
+}
+
+// TestSecuredRefused has New fail at once, naming the broker and the cause, when the
+// broker refuses the kafka block's settings.
+func TestSecuredRefused(t *testing.T) {
+	certs, other := testcerts.New(t), testcerts.New(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "statehost", "pw-of-statehost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "password")
+	if err := os.WriteFile(pw, []byte("pw-of-statehost"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, dir, securedHCL(brokers, other.CAFile, pw))
+	begin := time.Now()
+	_, err = New(context.Background(), Options{Config: cfg, Brokers: brokers})
+	if err == nil || !strings.Contains(err.Error(), "broker "+brokers[0]+": TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file "+other.CAFile) {
+		t.Fatalf("New = %v, want the broker and its untrusted certificate", err)
+	}
+	if _, ok := errors.AsType[*kafkaclient.UnreachableError](err); ok {
+		t.Errorf("New's error is an UnreachableError: %v", err)
+	}
+	t.Logf("New failed after %v: %v", time.Since(begin).Round(time.Millisecond), err)
+}
+
+// TestReplicationFactorAboveClusterSize refuses a replication_factor larger than the
+// cluster, on its attribute, and creates no topic.
+func TestReplicationFactorAboveClusterSize(t *testing.T) {
+	brokers := cluster(t)
+	src := fmt.Sprintf("kafka {\n  brokers = [%q]\n  replication_factor = 3\n}\n", brokers[0]) + fmt.Sprintf(wordcountHCL, "pebble", true)
+	cfg := loadConfig(t, t.TempDir(), src)
+	_, err := New(context.Background(), Options{Config: cfg, Brokers: brokers})
+	var de *DiagnosticsError
+	if !errors.As(err, &de) {
+		t.Fatalf("New: %v, want a *DiagnosticsError", err)
+	}
+	var b strings.Builder
+	if err := config.WriteDiagnostics(&b, cfg.Files, de.Diags); err != nil {
+		t.Fatal(err)
+	}
+	if len(de.Diags) != 1 || de.Diags[0].Subject.Start.Line != 3 || !strings.Contains(b.String(), "The replication_factor 3 needs at least 3 brokers, but the cluster ("+brokers[0]+") has 1") {
+		t.Fatalf("diagnostics:\n%s\nwant one, on line 3, about the cluster's size", b.String())
+	}
+	_, adm := client(t, brokers)
+	topics, err := adm.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topics) != 0 {
+		t.Errorf("topics %v created, want none", topics.Names())
+	}
+}
