@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const consumeSynopsis = "[--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC"
+const consumeSynopsis = "[--brokers ADDRS] [--config FILE] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC"
 
 const consumeUsage = `Prints the records of every partition of TOPIC to standard output, one per line, as
 KEY<SEP>VALUE: a null key prints as nothing, a null value as <null>. Without --follow it
@@ -31,7 +31,7 @@ the line's last tab.
 
 // consumeOptions are the flags and argument of statehost consume.
 type consumeOptions struct {
-	brokers       string
+	target        kafkaTarget
 	fromBeginning bool
 	follow        bool
 	sep           string
@@ -43,7 +43,7 @@ type consumeOptions struct {
 func consumeCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "consume", consumeSynopsis, consumeUsage)
 	var o consumeOptions
-	fs.StringVar(&o.brokers, "brokers", defaultBrokers, "comma-separated `ADDRS` (host:port) of the brokers")
+	kf := addKafkaFlags(fs)
 	fs.BoolVar(&o.fromBeginning, "from-beginning", true, "start at the beginning of each partition; false: at its end")
 	fs.BoolVar(&o.follow, "follow", false, "keep printing new records until SIGINT or SIGTERM")
 	fs.StringVar(&o.sep, "separator", "\t", "`SEP` printed between key and value")
@@ -57,6 +57,9 @@ func consumeCmd(ctx context.Context, env *cliEnv, args []string) int {
 		return usageError(fs, "want one TOPIC, got %d arguments", len(pos))
 	}
 	o.topic = pos[0]
+	if o.target, ok = kf.resolve(env); !ok {
+		return exitFailure
+	}
 	log := env.Logger.Named("consume")
 	n, err := consume(ctx, log, env.Stdout, o)
 	if err != nil {
@@ -82,12 +85,12 @@ func consume(ctx context.Context, log hclog.Logger, out io.Writer, o consumeOpti
 	if o.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	cl, err := newClient(log, o.brokers, opts...)
+	cl, err := newClient(log, o.target, "consume", opts...)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	if _, err := requireTopic(ctx, cl, o.brokers, o.topic); err != nil {
+	if _, err := requireTopic(ctx, cl, o.target, o.topic); err != nil {
 		return 0, err
 	}
 
@@ -164,14 +167,14 @@ func endOffsets(ctx context.Context, adm *kadm.Client, o consumeOptions) (map[in
 		err = endsListed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the end offsets of %s on %s: %w", o.topic, o.brokers, err)
+		return nil, fmt.Errorf("listing the end offsets of %s on %s: %w", o.topic, o.target.brokers, err)
 	}
 	startsListed, err := adm.ListStartOffsets(ctx, o.topic)
 	if err == nil {
 		err = startsListed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the start offsets of %s on %s: %w", o.topic, o.brokers, err)
+		return nil, fmt.Errorf("listing the start offsets of %s on %s: %w", o.topic, o.target.brokers, err)
 	}
 	ends := map[int32]int64{}
 	for p, e := range endsListed[o.topic] {

@@ -27,11 +27,13 @@
 //	    kept in DIR, until SIGINT or SIGTERM. It logs "broker listening" once it accepts
 //	    connections (and with --events appends a broker_listening event to FILE). Topics are
 //	    never created on first use.
-//	statehost produce [--brokers ADDRS] [--key-separator SEP] TOPIC
+//	statehost produce [--brokers ADDRS] [--config FILE] [--key-separator SEP] TOPIC
 //	    Write each line of standard input to TOPIC as one record (the part before SEP is
 //	    the key) and wait for every acknowledgement. Keyed records go to the partition of
-//	    their key's murmur2 hash, like the Java client's. The topic must exist.
-//	statehost consume [--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] TOPIC
+//	    their key's murmur2 hash, like the Java client's. The topic must exist. With
+//	    --config, the kafka block of FILE gives the brokers (unless --brokers is set) and
+//	    the client settings: TLS, SASL, client_id; consume takes it too.
+//	statehost consume [--brokers ADDRS] [--config FILE] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] TOPIC
 //	    Print the records of TOPIC as KEY<SEP>VALUE lines (SEP is a tab by default; a null
 //	    key prints as nothing, a null value as <null>). Without --follow, print what the
 //	    topic held at the start and exit; with --follow, go on until SIGINT or SIGTERM.

@@ -25,7 +25,7 @@ import (
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/runtime"
-	"github.com/statehost/statehost/internal/kafkalog"
+	"github.com/statehost/statehost/internal/kafkaclient"
 	"github.com/statehost/statehost/restore"
 	"github.com/statehost/statehost/store"
 )
@@ -261,7 +261,7 @@ func inspect(ctx context.Context, log hclog.Logger, cfg *config.Config, timeout 
 	)
 	if _, port, _ := net.SplitHostPort(cfg.EmbeddedBroker.Listen); rep.EmbeddedBroker && port == "0" {
 		rep.BrokerError = fmt.Sprintf("the embedded broker listens on a port chosen at each start (embedded_broker.listen = %q)", cfg.EmbeddedBroker.Listen)
-	} else if offs, err = changelogOffsets(ctx, log, rep.Brokers, topics, timeout); err != nil {
+	} else if offs, err = changelogOffsets(ctx, log, cfg.Kafka, rep.Brokers, topics, timeout); err != nil {
 		rep.BrokerError = err.Error()
 	}
 	rows := map[tp]*inspectChangelog{}
@@ -452,7 +452,7 @@ type listedOffsets struct {
 
 // changelogOffsets lists the partitions and the start and end offsets of topics. It fails
 // at once when no broker accepts a connection, and after timeout when they do not answer.
-func changelogOffsets(ctx context.Context, log hclog.Logger, brokers, topics []string, timeout time.Duration) (*listedOffsets, error) {
+func changelogOffsets(ctx context.Context, log hclog.Logger, k config.Kafka, brokers, topics []string, timeout time.Duration) (*listedOffsets, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var dialErr error
@@ -474,7 +474,10 @@ func changelogOffsets(ctx context.Context, log hclog.Logger, brokers, topics []s
 	if len(topics) == 0 {
 		return &listedOffsets{}, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.WithLogger(kafkalog.New(log.Named("kafka"))))
+	if err := kafkaclient.Check(ctx, k, brokers); err != nil {
+		return nil, err // the brokers accept connections, but not these settings
+	}
+	cl, err := kgo.NewClient(kafkaclient.Opts(k, brokers, "inspect", log.Named("kafka"))...)
 	if err != nil {
 		return nil, fmt.Errorf("client of %s: %w", all, err)
 	}

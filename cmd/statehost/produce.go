@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const produceSynopsis = "[--brokers ADDRS] [--key-separator SEP] TOPIC"
+const produceSynopsis = "[--brokers ADDRS] [--config FILE] [--key-separator SEP] TOPIC"
 
 const produceUsage = `Writes each line of standard input to TOPIC as one record, and waits until the broker
 has acknowledged every one. With --key-separator, the part of a line before the first SEP
@@ -31,7 +31,7 @@ const produceDeliveryTimeout = 30 * time.Second
 
 // produceOptions are the flags and argument of statehost produce.
 type produceOptions struct {
-	brokers string
+	target kafkaTarget
 	keySep  string
 	topic   string
 }
@@ -39,7 +39,7 @@ type produceOptions struct {
 func produceCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "produce", produceSynopsis, produceUsage)
 	var o produceOptions
-	fs.StringVar(&o.brokers, "brokers", defaultBrokers, "comma-separated `ADDRS` (host:port) of the brokers")
+	kf := addKafkaFlags(fs)
 	fs.StringVar(&o.keySep, "key-separator", "", "`SEP` between key and value in a line; empty: every line is a value with a null key")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
@@ -49,6 +49,9 @@ func produceCmd(ctx context.Context, env *cliEnv, args []string) int {
 		return usageError(fs, "want one TOPIC, got %d arguments", len(pos))
 	}
 	o.topic = pos[0]
+	if o.target, ok = kf.resolve(env); !ok {
+		return exitFailure
+	}
 	log := env.Logger.Named("produce")
 	n, err := produce(ctx, log, env.Stdin, o)
 	if err != nil {
@@ -68,7 +71,7 @@ func produce(ctx context.Context, log hclog.Logger, in io.Reader, o produceOptio
 	if err != nil {
 		return 0, err
 	}
-	cl, err := newClient(log, o.brokers,
+	cl, err := newClient(log, o.target, "produce",
 		kgo.DefaultProduceTopic(o.topic),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Java's default
 		kgo.RecordDeliveryTimeout(produceDeliveryTimeout),
@@ -127,9 +130,9 @@ read:
 	defer mu.Unlock()
 	switch {
 	case firstErr != nil:
-		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.brokers, firstErr)
+		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.target.brokers, firstErr)
 	case flushErr != nil:
-		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.brokers, flushErr)
+		return acked, fmt.Errorf("producing to %s on %s: %w", o.topic, o.target.brokers, flushErr)
 	case interrupted:
 		return acked, fmt.Errorf("interrupted while reading standard input: %w", context.Cause(ctx))
 	}
@@ -150,12 +153,12 @@ const (
 // When the topic's config cannot be read it is Kafka's default, and the broker decides.
 func topicBatchBound(ctx context.Context, log hclog.Logger, o produceOptions) (int32, error) {
 	const kafkaDefault = 1048588
-	cl, err := newClient(log, o.brokers)
+	cl, err := newClient(log, o.target, "produce")
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	if _, err := requireTopic(ctx, cl, o.brokers, o.topic); err != nil {
+	if _, err := requireTopic(ctx, cl, o.target, o.topic); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, topicCheckTimeout)
