@@ -93,8 +93,8 @@ func TestUsageListsEveryCommandAndFlag(t *testing.T) {
 	for _, want := range []string{
 		"statehost run [--config FILE]", "statehost validate [--config FILE]",
 		"statehost broker --data-dir DIR [--listen ADDR] [--sync-writes]",
-		"statehost produce [--brokers ADDRS] [--key-separator SEP] TOPIC",
-		"statehost consume [--brokers ADDRS] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC",
+		"statehost produce [--brokers ADDRS] [--config FILE] [--key-separator SEP] TOPIC",
+		"statehost consume [--brokers ADDRS] [--config FILE] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] [--headers] TOPIC",
 		"statehost build DIR [-o FILE]", "--log-level LEVEL", "--log-json",
 	} {
 		if !strings.Contains(r.stdout, want) {
