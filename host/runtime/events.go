@@ -106,7 +106,8 @@ const (
 	// EventModuleRefused: a module for Processor was refused with Error; the processor
 	// runs on as it was.
 	EventModuleRefused EventKind = "module_refused"
-	// EventStopped: Run has closed every task and left the group; Error is the failure
+	// EventStopped: Run has closed every task and the group consumer (a static member:
+	// its tasks wait for it for the session timeout, see Run); Error is the failure
 	// that stopped it, empty for a requested stop.
 	EventStopped EventKind = "stopped"
 )

@@ -16,8 +16,12 @@ import (
 )
 
 // Run joins the consumer group and processes records until ctx ends or a task fails. On
-// ctx's end it commits every task, closes them and leaves the group, and returns nil; on a
-// failure it does the same for the healthy tasks and returns the failure.
+// ctx's end it commits every task, closes them and the group consumer, and returns nil; on
+// a failure it does the same for the healthy tasks and returns the failure. The instance is
+// a static member of the group (KIP-345, its group instance id <application_id>-<process
+// id>): closing does not leave the group, so that an instance restarted within the session
+// timeout takes its tasks back without a rebalance; one that does not come back loses them
+// to the others after the session timeout.
 func (r *Runtime) Run(ctx context.Context) error {
 	stopAdmin, err := r.serveAdmin()
 	if err != nil {
@@ -495,7 +499,8 @@ func (r *Runtime) openPending() ([]*task, error) {
 	return opened, nil
 }
 
-// shutdown commits and closes every task, then leaves the group. cause is the error that
+// shutdown commits and closes every task, then the group consumer (which, a static member,
+// does not leave the group: see Run). cause is the error that
 // stops the runtime, nil for a requested stop.
 func (r *Runtime) shutdown(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -510,8 +515,8 @@ func (r *Runtime) shutdown(cause error) error {
 	r.closeTasks(slices.Collect(maps.Values(r.tasks.active)))
 	r.sb.closeAll()
 	r.tasks.mu.Unlock()
-	// Leave the group now that nothing is left to commit; the revocation callback finds no
-	// task. Leaving waits for the rebalance that the last poll blocks. A purge in the
+	// Close the consumer now that nothing is left to commit; the revocation callback finds no
+	// task. Closing waits for the rebalance that the last poll blocks. A purge in the
 	// background may use the consumer: it finishes first.
 	r.kafka.purging.Lock()
 	r.kafka.purging.Unlock() //nolint:staticcheck // a barrier: the loop, which starts purges, has ended

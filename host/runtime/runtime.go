@@ -505,8 +505,17 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	for t := range r.readers {
 		topics = append(topics, t)
 	}
+	// Static membership (KIP-345): the instance id is stable across restarts, so that an
+	// instance restarted within the session timeout takes its partitions back without a
+	// rebalance (and so without moving its tasks away and back); closing does not leave the
+	// group. The state directory's process id makes it, as it makes the transactional id.
+	pid, err := processID(StateDir(r.cfg))
+	if err != nil {
+		return err
+	}
 	opts := append(r.clientOpts("consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
+		kgo.InstanceID(r.cfg.ApplicationID+"-"+pid),
 		kgo.Balancers(r.newBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -534,7 +543,6 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		r.kafka.purgeAdm = kadm.NewClient(r.kafka.consumer)
 		return nil
 	}
-	var err error
 	if r.kafka.consumer, err = kgo.NewClient(append(opts, kgo.ConsumeTopics(topics...))...); err != nil {
 		return fmt.Errorf("runtime: create the group consumer: %w", err)
 	}

@@ -657,8 +657,9 @@ func (e *exactlyOnce) abortedLocked(why commitReason, cause error, count bool) e
 
 // resetLocked replaces the transactional session after an error that leaves its producer
 // unusable (fenced: its transaction timed out, or the group dropped this instance while it
-// committed): every task closes without a commit, the consumer leaves the group, and a new
-// session joins it again with the same transactional id, which fences the old producer. The
+// committed): every task closes without a commit, the consumer closes, and a new session
+// joins the group again with the same transactional id, which fences the old producer, and
+// the same group instance id, which takes the old member's place. The
 // tasks come back through the new assignment and restore the tails of their changelogs, as
 // Kafka Streams does after a TaskMigratedException. The caller holds the table's lock.
 //
