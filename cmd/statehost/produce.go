@@ -32,8 +32,8 @@ const produceDeliveryTimeout = 30 * time.Second
 // produceOptions are the flags and argument of statehost produce.
 type produceOptions struct {
 	target kafkaTarget
-	keySep  string
-	topic   string
+	keySep string
+	topic  string
 }
 
 func produceCmd(ctx context.Context, env *cliEnv, args []string) int {

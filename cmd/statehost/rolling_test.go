@@ -102,4 +102,3 @@ func describeEvents(evs []runtime.Event) []string {
 	}
 	return out
 }
-

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
@@ -63,14 +61,7 @@ processor "count" {
 // broker.
 func TestProduceConsumeSecured(t *testing.T) {
 	certs := testcerts.New(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
-		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "statehost", "pw-of-statehost"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
+	brokers := []string{certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "statehost", Password: "pw-of-statehost"}})}
 	path := securedConfig(t, brokers, certs.CAFile, "pw-of-statehost")
 	cfg, diags := config.Load(path, config.Options{})
 	if diags.HasErrors() {

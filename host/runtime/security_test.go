@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
@@ -43,25 +41,27 @@ func securedHCL(brokers []string, ca, pw string) string {
 	return block + eosHCL()
 }
 
+// securedBroker starts a kfake broker that takes only TLS with the certificates of certs
+// and SCRAM-SHA-512 as user statehost, and returns its addresses, a folder for the
+// configuration, and the file of the user's password in it.
+func securedBroker(t *testing.T, certs testcerts.Set) (brokers []string, dir, pw string) {
+	t.Helper()
+	brokers = []string{certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "statehost", Password: "pw-of-statehost"}})}
+	dir = t.TempDir()
+	pw = filepath.Join(dir, "password")
+	if err := os.WriteFile(pw, []byte("pw-of-statehost"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return brokers, dir, pw
+}
+
 // TestSecuredWordCount runs the word count under exactly-once on a broker that takes only
 // TLS with SCRAM-SHA-512: every client of the runtime (group consumer and producer, admin,
 // restore and standby clients) connects with the kafka block's settings, and the changelog's
 // batches are compressed with the codec it names.
 func TestSecuredWordCount(t *testing.T) {
 	certs := testcerts.New(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
-		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "statehost", "pw-of-statehost"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	dir := t.TempDir()
-	pw := filepath.Join(dir, "password")
-	if err := os.WriteFile(pw, []byte("pw-of-statehost"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	brokers, dir, pw := securedBroker(t, certs)
 	cfg := loadConfig(t, dir, securedHCL(brokers, certs.CAFile, pw))
 	opts := kafkaclient.Opts(cfg.Kafka, brokers, "test", nil)
 	cl, _ := client(t, brokers, opts...)
@@ -130,22 +130,10 @@ func (h *codecHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m 
 // broker refuses the kafka block's settings.
 func TestSecuredRefused(t *testing.T) {
 	certs, other := testcerts.New(t), testcerts.New(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
-		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "statehost", "pw-of-statehost"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	dir := t.TempDir()
-	pw := filepath.Join(dir, "password")
-	if err := os.WriteFile(pw, []byte("pw-of-statehost"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	brokers, dir, pw := securedBroker(t, certs)
 	cfg := loadConfig(t, dir, securedHCL(brokers, other.CAFile, pw))
 	begin := time.Now()
-	_, err = New(context.Background(), Options{Config: cfg, Brokers: brokers})
+	_, err := New(context.Background(), Options{Config: cfg, Brokers: brokers})
 	if err == nil || !strings.Contains(err.Error(), "broker "+brokers[0]+": TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file "+other.CAFile) {
 		t.Fatalf("New = %v, want the broker and its untrusted certificate", err)
 	}

@@ -19,22 +19,12 @@ import (
 	"github.com/statehost/statehost/internal/testcerts"
 )
 
-// secureCluster starts a kfake broker with TLS (the certificates of certs) and SASL with a
-// SCRAM-SHA-512 and a PLAIN user, and returns its address.
+// secureCluster starts a kfake broker that takes TLS (the certificates of certs) and SASL
+// with a SCRAM-SHA-512 and a PLAIN user, and returns its address.
 func secureCluster(t *testing.T, certs testcerts.Set) string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}),
-		kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-512", "scram-user", "scram-pass"),
-		kfake.Superuser("PLAIN", "plain-user", "plain-pass"),
-		kfake.SeedTopics(1, "t"),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "scram-user", Password: "scram-pass"}, {Mechanism: "PLAIN", Name: "plain-user", Password: "plain-pass"}},
+		kfake.SeedTopics(1, "t"))
 }
 
 func plainCluster(t *testing.T) string {

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // Set is the files of one CA and the certificates it signed.
@@ -88,4 +90,26 @@ func write(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// User is a SASL user of SecureKfake.
+type User struct{ Mechanism, Name, Password string }
+
+// SecureKfake starts a kfake broker that takes only TLS, with the Set's server certificate,
+// and SASL, with users (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), and the further opts; it
+// returns the broker's address. t's cleanup closes it.
+func (s Set) SecureKfake(t testing.TB, users []User, opts ...kfake.Opt) string {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(1),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{s.Server}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL()}, opts...)
+	for _, u := range users {
+		opts = append(opts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
 }
