@@ -8,11 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/kafkaclient"
@@ -95,35 +92,10 @@ func TestSecuredWordCount(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	codecs := batchCodecs(t, opts, "wc-counts-changelog")
+	codecs := topictest.BatchCodecs(t, opts, "wc-counts-changelog")
 	if codecs[4] == 0 || codecs[1]+codecs[2]+codecs[3] > 0 {
 		t.Errorf("changelog batches by codec %v, want zstd (4) and no other codec (0 is the transaction markers)", codecs)
 	}
-}
-
-// batchCodecs reads topic from the start with a client of opts and counts its batches by
-// compression codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
-func batchCodecs(t *testing.T, opts []kgo.Opt, topic string) map[uint8]int {
-	t.Helper()
-	h := &codecHook{n: map[uint8]int{}}
-	recs := topictest.ReadWith(t, append(opts, kgo.WithHooks(h)), topic, true)
-	if len(recs) == 0 {
-		t.Fatalf("%s is empty", topic)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return maps.Clone(h.n)
-}
-
-type codecHook struct {
-	mu sync.Mutex
-	n  map[uint8]int
-}
-
-func (h *codecHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
-	h.mu.Lock()
-	h.n[m.CompressionType]++
-	h.mu.Unlock()
 }
 
 // TestSecuredRefused has New fail at once, naming the broker and the cause, when the

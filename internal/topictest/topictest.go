@@ -6,6 +6,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +160,29 @@ func WaitLatest(t testing.TB, brokers []string, topic string, want map[string]st
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// BatchCodecs reads topic (read_committed) with a client of opts, the seed brokers among
+// them, and counts its record batches by compression codec: 0 none (transaction markers
+// are), 1 gzip, 2 snappy, 3 lz4, 4 zstd. It fails t when the topic is empty.
+func BatchCodecs(t testing.TB, opts []kgo.Opt, topic string) map[uint8]int {
+	t.Helper()
+	h := &codecHook{n: map[uint8]int{}}
+	if recs := ReadWith(t, append(slices.Clip(opts), kgo.WithHooks(h)), topic, true); len(recs) == 0 {
+		t.Fatalf("%s is empty", topic)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.n)
+}
+
+type codecHook struct {
+	mu sync.Mutex
+	n  map[uint8]int
+}
+
+func (h *codecHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	h.n[m.CompressionType]++
+	h.mu.Unlock()
 }
