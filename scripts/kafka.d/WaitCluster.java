@@ -4,9 +4,15 @@
 // broker itself answers a request addressed to it (DescribeConfigs of its BROKER resource):
 // a node killed a moment ago may still be in the metadata, but it answers nothing.
 //
-// Usage: java -cp JARS:CLASSES WaitCluster BOOTSTRAP IDS TIMEOUT_SECONDS
+// Usage: java -cp JARS:CLASSES WaitCluster BOOTSTRAP IDS TIMEOUT_SECONDS [CLIENT_PROPERTIES]
 //   BOOTSTRAP  host:port,...   IDS  1,2,3
+//   CLIENT_PROPERTIES  a file of admin client settings (security.protocol, sasl.*, ssl.*) for
+//   a secured listener: the cluster's metadata then names the brokers' addresses on it, so
+//   that each broker answers there.
 // Exits 0 when every broker in IDS is there, 1 at the timeout (printing what it last saw).
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.io.InputStream;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -22,8 +28,8 @@ import org.apache.kafka.common.config.ConfigResource;
 
 public class WaitCluster {
     public static void main(String[] args) throws InterruptedException {
-        if (args.length != 3) {
-            System.err.println("usage: WaitCluster BOOTSTRAP IDS TIMEOUT_SECONDS");
+        if (args.length != 3 && args.length != 4) {
+            System.err.println("usage: WaitCluster BOOTSTRAP IDS TIMEOUT_SECONDS [CLIENT_PROPERTIES]");
             System.exit(2);
         }
         Set<Integer> want = new TreeSet<>();
@@ -39,6 +45,14 @@ public class WaitCluster {
         p.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "500");
         p.put(AdminClientConfig.RETRY_BACKOFF_MS_CONFIG, "100");
         p.put(AdminClientConfig.RETRY_BACKOFF_MAX_MS_CONFIG, "500");
+        if (args.length == 4) {
+            try (InputStream in = new FileInputStream(args[3])) {
+                p.load(in);
+            } catch (IOException e) {
+                System.err.println("reading " + args[3] + ": " + e);
+                System.exit(2);
+            }
+        }
         String last = "no answer yet";
         Admin admin = Admin.create(p);
         try {
