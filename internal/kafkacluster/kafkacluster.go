@@ -1,6 +1,7 @@
 package kafkacluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -57,8 +58,64 @@ type Cluster struct {
 	dir       string
 	nodes     int
 	bootstrap string
+	security  *Security
 	stopped   bool
 }
+
+// The values of Options.Security: the listeners a cluster has for its clients.
+const (
+	// Plaintext, the default, gives each node a PLAINTEXT listener only.
+	Plaintext = "plaintext"
+	// SASLSSL gives each node a SASL_SSL listener besides its PLAINTEXT one, so that tests
+	// can connect a client with TLS and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
+	// OAUTHBEARER) to a real broker; the PLAINTEXT listener stays for the brokers' own
+	// traffic and for the tests' setup, which need no credentials.
+	SASLSSL = "sasl_ssl"
+)
+
+// Options says what cluster StartWith starts.
+type Options struct {
+	// Nodes is the number of nodes, 1 or 3.
+	Nodes int
+	// Security is Plaintext (or empty, the same) or SASLSSL.
+	Security string
+}
+
+// Security is what a client needs to connect to the SASL_SSL listeners of a cluster started
+// with SASLSSL: the fields of the credentials file that scripts/kafka up --security sasl_ssl
+// writes, DIR/security/credentials, so that a test needs no knowledge of the folder's layout.
+// The files are PEM; the passwords are also in files of their own, without a newline, for
+// clients that take a password file.
+type Security struct {
+	// SASLSSLBootstrap is the SASL_SSL listeners' addresses, host:port,host:port,..., node 1's
+	// first; PlaintextBootstrap the PLAINTEXT ones, as Cluster.Bootstrap returns them.
+	SASLSSLBootstrap   string
+	PlaintextBootstrap string
+	// CAFile is the CA that signed the brokers' certificate (SAN IP:127.0.0.1 and
+	// DNS:localhost) and the client certificate; OtherCAFile an unrelated CA, which a client
+	// that should fail to verify the brokers can trust instead.
+	CAFile      string
+	OtherCAFile string
+	// ClientCertFile and ClientKeyFile (PKCS#8, unencrypted) are a client certificate for
+	// mutual TLS, which the brokers request but do not require.
+	ClientCertFile string
+	ClientKeyFile  string
+	// The user for SASL PLAIN.
+	PlainUsername     string
+	PlainPassword     string
+	PlainPasswordFile string
+	// The user for SCRAM-SHA-256 and SCRAM-SHA-512, the same name and password for both.
+	ScramUsername     string
+	ScramPassword     string
+	ScramPasswordFile string
+	// OAuthTokenFile holds an unsecured JWT (alg none) for OAUTHBEARER, valid for a year,
+	// which the brokers' built-in unsecured validator accepts.
+	OAuthTokenFile string
+}
+
+// SASLSSLBrokers returns the SASL_SSL listeners' addresses, node 1's first, as kgo.SeedBrokers
+// takes them.
+func (s *Security) SASLSSLBrokers() []string { return strings.Split(s.SASLSSLBootstrap, ",") }
 
 // Start starts a cluster of nodes (1 or 3) Kafka nodes with scripts/kafka up and returns once
 // every broker is in the cluster's metadata and answers; t's cleanup stops it (Stop). It skips
@@ -67,11 +124,29 @@ type Cluster struct {
 // scripts/kafka for the other broker settings.
 func Start(t testing.TB, nodes int) *Cluster {
 	t.Helper()
+	return StartWith(t, Options{Nodes: nodes})
+}
+
+// StartWith starts a cluster as Start does, with the listeners opts.Security asks for. With
+// SASLSSL it returns once every node's SASL_SSL listener answers a SCRAM-SHA-512 client too, and
+// the cluster's Security says how to connect to them.
+func StartWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
 	if !Requested() {
 		t.Skipf("a real Kafka cluster: set %s=1 to run (needs java 17+, and mvn on the first run)", EnvVar)
 	}
+	nodes := opts.Nodes
 	if nodes != 1 && nodes != 3 {
 		t.Fatalf("kafkacluster: %d nodes: want 1 or 3", nodes)
+	}
+	args := []string{"--nodes", strconv.Itoa(nodes)}
+	switch opts.Security {
+	case "", Plaintext:
+		// The script's default; no flag, so that the command is the one Start always ran.
+	case SASLSSL:
+		args = append(args, "--security", SASLSSL)
+	default:
+		t.Fatalf("kafkacluster: security %q: want %q or %q", opts.Security, Plaintext, SASLSSL)
 	}
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Fatalf("kafkacluster: %s=1 asks for a real Kafka cluster, but java is not installed: %v", EnvVar, err)
@@ -82,19 +157,47 @@ func Start(t testing.TB, nodes int) *Cluster {
 	}
 	c := &Cluster{script: script, dir: t.TempDir(), nodes: nodes}
 	t.Cleanup(func() { c.cleanup(t) })
-	out, err := c.run(upTimeout, "up", "--nodes", strconv.Itoa(nodes))
+	out, err := c.run(upTimeout, "up", args...)
 	if err != nil {
 		t.Fatalf("kafkacluster: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	c.bootstrap = strings.TrimSpace(lines[len(lines)-1])
+	if opts.Security == SASLSSL {
+		// The last line is the SASL_SSL list; the credentials file has both.
+		var creds string
+		for _, l := range lines {
+			if v, ok := strings.CutPrefix(l, "credentials="); ok {
+				creds = v
+			}
+		}
+		if creds == "" {
+			t.Fatalf("kafkacluster: scripts/kafka up --security sasl_ssl printed no credentials= line:\n%s", out)
+		}
+		sec, err := readSecurity(creds)
+		if err != nil {
+			t.Fatalf("kafkacluster: %v", err)
+		}
+		if sec.SASLSSLBootstrap != c.bootstrap {
+			t.Fatalf("kafkacluster: scripts/kafka up printed SASL_SSL bootstrap %q, but %s has %q", c.bootstrap, creds, sec.SASLSSLBootstrap)
+		}
+		if got := len(sec.SASLSSLBrokers()); got != nodes {
+			t.Fatalf("kafkacluster: SASL_SSL bootstrap %q: %d brokers, want %d", sec.SASLSSLBootstrap, got, nodes)
+		}
+		c.security, c.bootstrap = sec, sec.PlaintextBootstrap
+	}
 	if got := len(c.Brokers()); got != nodes {
 		t.Fatalf("kafkacluster: scripts/kafka up printed bootstrap %q: %d brokers, want %d", c.bootstrap, got, nodes)
 	}
 	return c
 }
 
-// Bootstrap returns the brokers' addresses, host:port,host:port,...
+// Security returns how to connect to c's SASL_SSL listeners, or nil if c has none (it was not
+// started with SASLSSL).
+func (c *Cluster) Security() *Security { return c.security }
+
+// Bootstrap returns the brokers' addresses, host:port,host:port,...: their PLAINTEXT listeners,
+// also on a cluster with SASL_SSL ones (Security).
 func (c *Cluster) Bootstrap() string { return c.bootstrap }
 
 // Brokers returns the brokers' addresses, node 1's first, as kgo.SeedBrokers takes them.
@@ -219,6 +322,89 @@ func findScript() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// readSecurity reads the credentials file at path, KEY=value lines that a shell can source
+// (a value in single quotes where the shell needs them), and fails unless it has every key
+// of Security, so that a script and a package out of step fail here rather than in a test's
+// connection.
+func readSecurity(path string) (*Security, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var s Security
+	fields := map[string]*string{
+		"SASL_SSL_BOOTSTRAP":     &s.SASLSSLBootstrap,
+		"PLAINTEXT_BOOTSTRAP":    &s.PlaintextBootstrap,
+		"CA_FILE":                &s.CAFile,
+		"OTHER_CA_FILE":          &s.OtherCAFile,
+		"CLIENT_CERT_FILE":       &s.ClientCertFile,
+		"CLIENT_KEY_FILE":        &s.ClientKeyFile,
+		"PLAIN_USERNAME":         &s.PlainUsername,
+		"PLAIN_PASSWORD":         &s.PlainPassword,
+		"PLAIN_PASSWORD_FILE":    &s.PlainPasswordFile,
+		"SCRAM_USERNAME":         &s.ScramUsername,
+		"SCRAM_PASSWORD":         &s.ScramPassword,
+		"SCRAM_PASSWORD_FILE":    &s.ScramPasswordFile,
+		"OAUTHBEARER_TOKEN_FILE": &s.OAuthTokenFile,
+	}
+	seen := make(map[string]bool)
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: no KEY=value: %q", path, n, line)
+		}
+		field, ok := fields[key]
+		if !ok {
+			continue // a key of a later script, for other clients
+		}
+		if *field, err = unquote(value); err != nil {
+			return nil, fmt.Errorf("%s:%d: %s: %v", path, n, key, err)
+		}
+		seen[key] = true
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for key := range fields {
+		if !seen[key] {
+			return nil, fmt.Errorf("%s: no %s", path, key)
+		}
+	}
+	return &s, nil
+}
+
+// unquote returns the value that a shell reads from v, a bare word or single-quoted parts
+// joined by \' (as the script writes a value with characters the shell would take for its own).
+func unquote(v string) (string, error) {
+	if !strings.HasPrefix(v, "'") {
+		return v, nil
+	}
+	var b strings.Builder
+	for v != "" {
+		switch {
+		case v[0] == '\'':
+			end := strings.IndexByte(v[1:], '\'')
+			if end < 0 {
+				return "", errors.New("a quote is not closed")
+			}
+			b.WriteString(v[1 : 1+end])
+			v = v[2+end:]
+		case strings.HasPrefix(v, `\'`):
+			b.WriteByte('\'')
+			v = v[2:]
+		default:
+			return "", fmt.Errorf("unquoted text %q after a quoted part", v)
+		}
+	}
+	return b.String(), nil
 }
 
 // tail returns the last n lines of the file at path, or why it cannot.
