@@ -231,6 +231,9 @@ func explain(k config.Kafka, err error) (_ error, unreachable bool) {
 		ca = "kafka.tls.ca_file " + k.TLS.CAFile
 	}
 	switch {
+	case !tlsOn && strings.Contains(err.Error(), "appear to be a tls alert record"):
+		// franz-go's error (no type) when a TLS listener answers plain text with an alert.
+		return fmt.Errorf("the broker's listener speaks TLS, but the client sent plain text: add a kafka.tls block: %w", err), false
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("SASL %s authentication of user %q failed: the broker refused the credentials (kafka.sasl): %w", k.SASL.Mechanism, k.SASL.Username, err), false
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
