@@ -77,9 +77,10 @@ type appOptions struct {
 	commitInterval  time.Duration // 0: the guarantee's default
 	sessionTimeout  time.Duration // 0: the default
 	loggingDisabled bool
-	admin           bool  // an admin listener on a free port of 127.0.0.1 (its admin_listening event); false: none
-	standbyReplicas int   // standby_replicas; 0: the default (none)
-	recoveryLag     int64 // acceptable_recovery_lag; 0: the default
+	admin           bool   // an admin listener on a free port of 127.0.0.1 (its admin_listening event); false: none
+	standbyReplicas int    // standby_replicas; 0: the default (none)
+	recoveryLag     int64  // acceptable_recovery_lag; 0: the default
+	kafka           string // more lines of the kafka block (tls, sasl, client settings)
 }
 
 // writeAppConfigWith writes the word-count configuration with the options o into dir (created
@@ -115,7 +116,7 @@ func writeAppConfigWith(t testing.TB, dir, addr string, o appOptions) string {
 state_dir       = %q
 %skafka {
   brokers = [%q]
-}
+%s}
 admin {
   listen = %q
 }
@@ -138,7 +139,7 @@ processor "count" {
     %s
   }
 }
-`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, listen, mods["tokenize"], mods["count"], logBlock)
+`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, o.kafka, listen, mods["tokenize"], mods["count"], logBlock)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
