@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,8 +186,7 @@ type rawSASL struct {
 // on its attribute before anything connects.
 func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
 	k := &c.Kafka
-	*k = Kafka{ClientID: c.ApplicationID, Compression: CompressionNone, Linger: DefaultLinger,
-		BatchSize: DefaultBatchSize, FetchMaxBytes: DefaultFetchMaxBytes, RequestTimeout: DefaultRequestTimeout}
+	*k = DefaultKafka(c.ApplicationID)
 	if rk == nil {
 		return
 	}
@@ -208,7 +209,7 @@ func (d *decoder) decodeKafka(rk *rawKafka, c *Config) {
 		k.Rack = s
 	}
 	if s, ok := d.str(rk.Compression, "compression"); ok {
-		if i := indexOf(compressions, Compression(s)); i >= 0 {
+		if i := slices.Index(compressions, Compression(s)); i >= 0 {
 			k.Compression = compressions[i]
 		} else {
 			d.errorf(rk.Compression.Range(), "Invalid compression", "The compression must be one of %s, not %q.", quoteList(compressions), s)
@@ -313,7 +314,7 @@ func (d *decoder) decodeSASL(rs *rawSASL, tlsOn bool) *SASL {
 		}
 		return s
 	}
-	i := indexOf(mechanisms, SASLMechanism(strings.ToUpper(mech)))
+	i := slices.Index(mechanisms, SASLMechanism(strings.ToUpper(mech)))
 	if i < 0 {
 		d.errorf(rs.Mechanism.Range(), "Invalid SASL mechanism", "The SASL mechanism must be one of %s, not %q.", quoteList(mechanisms), mech)
 		return s
@@ -409,19 +410,10 @@ func (d *decoder) byteSizeWithin(expr hcl.Expression, name string, def, least, m
 // unwrapPath drops the *fs.PathError's "open <path>:" from err, for messages that name the
 // path themselves.
 func unwrapPath(err error) error {
-	if pe, ok := err.(interface{ Unwrap() error }); ok && strings.HasPrefix(err.Error(), "open ") {
-		return pe.Unwrap()
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
 	}
 	return err
-}
-
-func indexOf[T comparable](list []T, v T) int {
-	for i, x := range list {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }
 
 func quoteList[T ~string](list []T) string {
@@ -432,26 +424,10 @@ func quoteList[T ~string](list []T) string {
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
-// WithDefaults returns k with its zero settings at their defaults, for a Kafka that Load
-// did not decode (one a program or a test builds).
-func (k Kafka) WithDefaults(applicationID string) Kafka {
-	if k.ClientID == "" {
-		k.ClientID = applicationID
-	}
-	if k.Compression == "" {
-		k.Compression = CompressionNone
-	}
-	if k.Linger == 0 {
-		k.Linger = DefaultLinger
-	}
-	if k.BatchSize == 0 {
-		k.BatchSize = DefaultBatchSize
-	}
-	if k.FetchMaxBytes == 0 {
-		k.FetchMaxBytes = DefaultFetchMaxBytes
-	}
-	if k.RequestTimeout == 0 {
-		k.RequestTimeout = DefaultRequestTimeout
-	}
-	return k
+// DefaultKafka returns the kafka block's settings when the block sets none: Load starts from
+// it, and so do the clients that have no configuration file (the commands without
+// --config, whose client id is applicationID).
+func DefaultKafka(applicationID string) Kafka {
+	return Kafka{ClientID: applicationID, Compression: CompressionNone, Linger: DefaultLinger,
+		BatchSize: DefaultBatchSize, FetchMaxBytes: DefaultFetchMaxBytes, RequestTimeout: DefaultRequestTimeout}
 }

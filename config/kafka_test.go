@@ -94,12 +94,13 @@ func TestKafkaSettings(t *testing.T) {
 }
 
 // TestKafkaPasswordEnv reads the password of password_env, and writes no secret into the
-// diagnostics of a bad block.
+// diagnostics of a bad block; linger "0s" stays zero.
 func TestKafkaPasswordEnv(t *testing.T) {
 	const password = "env-Pa55word"
 	t.Setenv("STATEHOST_TEST_KAFKA_PASSWORD", password)
 	path := writeKafkaConfig(t, `
   brokers = ["kafka-1:9092"]
+  linger  = "0s"
   sasl {
     mechanism    = "PLAIN"
     username     = "wordcount"
@@ -108,6 +109,9 @@ func TestKafkaPasswordEnv(t *testing.T) {
 	c, diags := config.Load(path, config.Options{})
 	if diags.HasErrors() || len(diags) != 1 || diags[0].Summary != "Password sent in plain text" {
 		t.Fatalf("Load: %v, want only the warning that PLAIN without TLS sends the password in plain text", diags)
+	}
+	if c.Kafka.Linger != 0 {
+		t.Errorf("linger = %v, want 0 (no wait, not the default)", c.Kafka.Linger)
 	}
 	if c.Kafka.SASL.Password.Reveal() != password || c.Kafka.SASL.Mechanism != config.SASLPlain {
 		t.Errorf("sasl = %+v", c.Kafka.SASL)

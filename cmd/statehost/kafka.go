@@ -50,7 +50,7 @@ type kafkaTarget struct {
 // resolve returns the target of the flags once they are parsed; ok is false when the
 // configuration file has errors (printed).
 func (f *kafkaFlags) resolve(env *cliEnv) (t kafkaTarget, ok bool) {
-	t = kafkaTarget{brokers: f.brokers, kafka: config.Kafka{}.WithDefaults("statehost")}
+	t = kafkaTarget{brokers: f.brokers, kafka: config.DefaultKafka("statehost")}
 	if f.config == "" {
 		return t, true
 	}

@@ -45,7 +45,7 @@ func openRestoreTask(t *testing.T, brokers []string) (*changelog.Task, *Runtime)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	cl, err := kgo.NewClient(append(producerOpts(config.Kafka{}.WithDefaults("app")), kgo.SeedBrokers(brokers...))...)
+	cl, err := kgo.NewClient(append(producerOpts(config.DefaultKafka("app")), kgo.SeedBrokers(brokers...))...)
 	if err != nil {
 		t.Fatal(err)
 	}

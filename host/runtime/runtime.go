@@ -173,7 +173,6 @@ type clients struct {
 type Runtime struct {
 	opts Options
 	cfg  *config.Config
-	kcfg config.Kafka // cfg.Kafka with its defaults
 	log  hclog.Logger
 
 	stores   *store.Manager
@@ -223,7 +222,6 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		readers:  make(map[string][]*processor),
 		outParts: make(map[string]int32),
 		status:   newStatusBoard(),
-		kcfg:     cfg.Kafka.WithDefaults(cfg.ApplicationID),
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.jobs = &dispatcher{rt: r}
@@ -391,7 +389,7 @@ func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 // restore consumer for active tasks and one for standby tasks, and the group consumer (created last, in Run, so that nothing is assigned
 // before the runtime can take it; under exactly-once it is the producer too).
 func (r *Runtime) connect(ctx context.Context) error {
-	if err := kafkaclient.Check(ctx, r.kcfg, r.opts.Brokers); err != nil {
+	if err := kafkaclient.Check(ctx, r.cfg.Kafka, r.opts.Brokers); err != nil {
 		if _, ok := errors.AsType[*kafkaclient.UnreachableError](err); !ok {
 			return fmt.Errorf("runtime: connect to Kafka: %w", err)
 		}
@@ -400,7 +398,7 @@ func (r *Runtime) connect(ctx context.Context) error {
 		r.log.Warn("no broker answers yet", "error", err)
 	}
 	var err error
-	r.kafka.prodCl, err = kgo.NewClient(append(append(r.clientOpts("producer"), producerOpts(r.kcfg)...),
+	r.kafka.prodCl, err = kgo.NewClient(append(append(r.clientOpts("producer"), producerOpts(r.cfg.Kafka)...),
 		append([]kgo.Opt{r.metrics.producerHook()}, r.opts.producerOpts...)...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: create the producer client: %w", err)
@@ -444,7 +442,7 @@ func (r *Runtime) newRestorer(name string, lis restore.Listener, logger hclog.Lo
 	cl, err := kgo.NewClient(append(r.clientOpts(name),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(int32(min(restoreFetchMaxBytes, r.kcfg.FetchMaxBytes))),
+		kgo.FetchMaxBytes(int32(min(restoreFetchMaxBytes, r.cfg.Kafka.FetchMaxBytes))),
 		kgo.KeepControlRecords(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)...)
@@ -472,7 +470,7 @@ const restoreFetchMaxBytes = 4 << 20
 // clientOpts are the options every client of the runtime takes: the kafka block's
 // (brokers, TLS, SASL, client id <client_id>-<role>, rack, request timeout) and the backoff.
 func (r *Runtime) clientOpts(role string) []kgo.Opt {
-	return append(kafkaclient.Opts(r.kcfg, r.opts.Brokers, role, r.opts.Logger.Named("kafka")),
+	return append(kafkaclient.Opts(r.cfg.Kafka, r.opts.Brokers, role, r.opts.Logger.Named("kafka")),
 		kgo.RetryBackoffFn(clientBackoff))
 }
 
@@ -524,8 +522,8 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
 		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(int32(r.kcfg.FetchMaxBytes)),
-		kgo.FetchMaxPartitionBytes(int32(min(fetchMaxPartitionBytes, r.kcfg.FetchMaxBytes))),
+		kgo.FetchMaxBytes(int32(r.cfg.Kafka.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(min(fetchMaxPartitionBytes, r.cfg.Kafka.FetchMaxBytes))),
 		// Inputs too: records of aborted transactions (an upstream exactly-once processor's,
 		// or this application's repartition records) are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -534,7 +532,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		kgo.OnPartitionsLost(r.onLost),
 	)
 	if r.eos != nil {
-		opts = append(append(opts, producerOpts(r.kcfg)...), r.opts.producerOpts...) // the group consumer is the producer
+		opts = append(append(opts, producerOpts(r.cfg.Kafka)...), r.opts.producerOpts...) // the group consumer is the producer
 		if err := r.eos.newTransactSession(ctx, opts, topics); err != nil {
 			return err
 		}

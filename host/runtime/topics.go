@@ -51,7 +51,7 @@ func (ts topicSetup) setupTopics(ctx context.Context) error {
 		return err
 	}
 	tm, err := changelog.NewTopicManager(ts.rt.kafka.adm, changelog.TopicSettings{AppID: ts.rt.cfg.ApplicationID,
-		ReplicationFactor: ts.rt.kcfg.ReplicationFactor, Logger: ts.rt.log})
+		ReplicationFactor: ts.rt.cfg.Kafka.ReplicationFactor, Logger: ts.rt.log})
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
@@ -360,7 +360,7 @@ const (
 // checkReplicationFactor checks, with diag, that the cluster has at least as many brokers as
 // kafka.replication_factor asks for, and reports whether it does (or could not tell).
 func (ts topicSetup) checkReplicationFactor(ctx context.Context, diag diagFunc) bool {
-	rf := ts.rt.kcfg.ReplicationFactor
+	rf := ts.rt.cfg.Kafka.ReplicationFactor
 	if rf <= 1 {
 		return true
 	}
@@ -370,7 +370,7 @@ func (ts topicSetup) checkReplicationFactor(ctx context.Context, diag diagFunc) 
 		return true
 	}
 	if n := len(md.Brokers); n < int(rf) {
-		diag(ts.rt.kcfg.ReplicationFactorRange, "Replication factor above the cluster's size",
+		diag(ts.rt.cfg.Kafka.ReplicationFactorRange, "Replication factor above the cluster's size",
 			"The replication_factor %d needs at least %d brokers, but the cluster (%s) has %d: %s. Lower it, or leave it out for the broker's default.replication.factor.",
 			rf, rf, strings.Join(ts.rt.opts.Brokers, ","), n, brokerList(md.Brokers))
 		return false
@@ -390,7 +390,7 @@ func brokerList(bs kadm.BrokerDetails) string {
 // replicationFactor is the replication factor of the topics the runtime creates:
 // kafka.replication_factor, or -1 (the broker's default.replication.factor).
 func (ts topicSetup) replicationFactor() int16 {
-	if rf := ts.rt.kcfg.ReplicationFactor; rf > 0 {
+	if rf := ts.rt.cfg.Kafka.ReplicationFactor; rf > 0 {
 		return rf
 	}
 	return -1

@@ -60,10 +60,7 @@ func Opts(k config.Kafka, seeds []string, role string, log hclog.Logger) []kgo.O
 
 // ProducerOpts returns the options of k's producers: compression, linger and batch size.
 func ProducerOpts(k config.Kafka) []kgo.Opt {
-	opts := []kgo.Opt{kgo.ProducerBatchCompression(Codec(k.Compression))}
-	if k.Linger > 0 {
-		opts = append(opts, kgo.ProducerLinger(k.Linger))
-	}
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(Codec(k.Compression)), kgo.ProducerLinger(k.Linger)}
 	if k.BatchSize > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(k.BatchSize)))
 	}
