@@ -25,9 +25,11 @@ func TestRollingRestart(t *testing.T) {
 		t.Skip("builds and runs the statehost program, two instances of it, restarted")
 	}
 	if !kafkacluster.Requested() {
-		// On statehost broker (kfake) the clean-clone CI run once saw a rebalance during a
-		// restart (count_1 moved to the other instance's standby); to be understood (issue
-		// 26). It passed on 3-node Apache Kafka.
+		// kfake rebalances when a static member rejoins a stable group with other join
+		// metadata, and a restarted instance's always differs (it owns no partitions
+		// yet); Kafka keeps the assignment (KIP-345). In kfake's rebalance a task whose
+		// standby is nearer the end than the restarted instance's checkpoint moves to the
+		// standby, as it should, and this test, which asserts no rebalance, fails.
 		t.Skipf("static membership on Apache Kafka: set %s=1", kafkacluster.EnvVar)
 	}
 	bin := buildBinary(t)
