@@ -59,6 +59,12 @@ type Config struct {
 	// for a rebalance to check whether they caught up. Default 10m; Kafka Streams'
 	// probing.rebalance.interval.ms.
 	ProbingRebalanceInterval time.Duration
+	// RemoveDeadMembers: each instance watches the others through their admin listeners, and
+	// removes one that died (its listener refuses connections after its watch broke without a
+	// goodbye) from the group, so that its tasks move without waiting for SessionTimeout.
+	// Default true. Kafka Streams has no such setting; the removal is Kafka's
+	// RemoveMembersFromConsumerGroup.
+	RemoveDeadMembers bool
 
 	Kafka          Kafka
 	EmbeddedBroker EmbeddedBroker

@@ -233,6 +233,7 @@ processor "count" {
 		AcceptableRecoveryLag:    10000,
 		StateCleanupDelay:        10 * time.Minute,
 		ProbingRebalanceInterval: 10 * time.Minute,
+		RemoveDeadMembers:        true,
 		Kafka: config.Kafka{ClientID: "app", Compression: config.CompressionNone, Linger: 5 * time.Millisecond,
 			BatchSize: 1 << 20, FetchMaxBytes: 50 << 20, RequestTimeout: 10 * time.Second},
 		EmbeddedBroker: config.EmbeddedBroker{Listen: "127.0.0.1:9092", DataDir: filepath.Join(dir, "state", "broker")},

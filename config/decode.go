@@ -59,6 +59,7 @@ type rawFile struct {
 	AcceptableRecoveryLag    hcl.Expression `hcl:"acceptable_recovery_lag,optional"`
 	StateCleanupDelay        hcl.Expression `hcl:"state_cleanup_delay,optional"`
 	ProbingRebalanceInterval hcl.Expression `hcl:"probing_rebalance_interval,optional"`
+	RemoveDeadMembers        hcl.Expression `hcl:"remove_dead_members,optional"`
 }
 
 type rawEmbeddedBroker struct {
@@ -173,6 +174,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	c.AcceptableRecoveryLag = d.wholeNumber(raw.AcceptableRecoveryLag, "acceptable_recovery_lag", math.MaxInt64, defaultAcceptableRecoveryLag)
 	c.StateCleanupDelay = d.millisDuration(raw.StateCleanupDelay, "state_cleanup_delay", defaultStateCleanupDelay)
 	c.ProbingRebalanceInterval = d.millisDuration(raw.ProbingRebalanceInterval, "probing_rebalance_interval", defaultProbingRebalanceInterval)
+	c.RemoveDeadMembers = d.boolean(raw.RemoveDeadMembers, "remove_dead_members", true)
 
 	d.decodeKafka(raw.Kafka, c)
 	d.checkKafka(raw.Kafka, c)

@@ -41,6 +41,11 @@
 //	                                        # instance that keeps warmup copies of tasks asks for a
 //	                                        # rebalance to check whether they caught up
 //	                                        # (probing.rebalance.interval.ms)
+//	remove_dead_members        = true       # default true: each instance watches the others'
+//	                                        # admin listeners and removes a dead one from the
+//	                                        # group (RemoveMembersFromConsumerGroup), so that its
+//	                                        # tasks move within about a second, not after
+//	                                        # session_timeout; see below
 //
 //	kafka {                                 # optional; its settings apply to every client the
 //	                                        # process makes (group consumer, producers, admin,
@@ -177,6 +182,16 @@
 // standby_replicas, acceptable_recovery_lag, state_cleanup_delay and
 // probing_rebalance_interval matter when several instances run the application; the names in
 // parentheses are the Kafka Streams settings they stand for.
+//
+// remove_dead_members needs each instance's admin listener on an address the others reach
+// (admin.advertise) and one admin token for all. An instance keeps a watch open on each other
+// instance's listener; when a watch breaks without the goodbye that a requested stop sends,
+// and the listener then refuses three connections in a row over 200ms, the instance is dead
+// and is removed from the group by its group.instance.id. A timeout never counts: on a slow
+// or cut network the session timeout decides, as without the setting. A stopped instance
+// (SIGTERM, a rolling restart) says goodbye: its tasks wait session_timeout for it to come
+// back, as a static member's do. A wrong removal is safe: the live instance is fenced, commits
+// nothing of the generation it lost, and joins again.
 //
 // A poison record is one the plugin fails on while it is the current record: the guest
 // returns an error, traps, panics, exits, or runs out of memory or past its time limit (a

@@ -28,6 +28,7 @@ func TestSeveralInstances(t *testing.T) {
 		lag     int64
 		cleanup time.Duration
 		probing time.Duration
+		remove  bool
 	}
 	for _, tc := range []struct {
 		name  string
@@ -39,37 +40,39 @@ standby_replicas           = 2
 acceptable_recovery_lag    = 500
 state_cleanup_delay        = "1h30m"
 probing_rebalance_interval = "90s"
-`, want{2, 500, 90 * time.Minute, 90 * time.Second}},
+remove_dead_members        = false
+`, want{2, 500, 90 * time.Minute, 90 * time.Second, false}},
 		{"null", `
 standby_replicas           = null
 acceptable_recovery_lag    = null
 state_cleanup_delay        = null
 probing_rebalance_interval = null
-`, want{0, 10000, 10 * time.Minute, 10 * time.Minute}},
+remove_dead_members        = null
+`, want{0, 10000, 10 * time.Minute, 10 * time.Minute, true}},
 		{"least", `
 standby_replicas           = 0
 acceptable_recovery_lag    = 0
 state_cleanup_delay        = "1ms"
 probing_rebalance_interval = "1ms"
-`, want{0, 0, time.Millisecond, time.Millisecond}},
+`, want{0, 0, time.Millisecond, time.Millisecond, true}},
 		{"most", `
 standby_replicas           = 2147483647
 acceptable_recovery_lag    = 9223372036854775807
 state_cleanup_delay        = "2562047h47m16.854s"
 probing_rebalance_interval = "2562047h47m16.854s"
-`, want{math.MaxInt32, math.MaxInt64, math.MaxInt64 / time.Millisecond * time.Millisecond, math.MaxInt64 / time.Millisecond * time.Millisecond}},
+`, want{math.MaxInt32, math.MaxInt64, math.MaxInt64 / time.Millisecond * time.Millisecond, math.MaxInt64 / time.Millisecond * time.Millisecond, true}},
 		{"exponent", `
 standby_replicas           = 1e1
 acceptable_recovery_lag    = 2.5e3
-`, want{10, 2500, 10 * time.Minute, 10 * time.Minute}},
+`, want{10, 2500, 10 * time.Minute, 10 * time.Minute, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path := writeConfig(t, instancesConfig(tc.attrs))
 			c, diags := config.Load(path, config.Options{})
 			noDiagnostics(t, c.Files, diags)
-			got := want{c.StandbyReplicas, c.AcceptableRecoveryLag, c.StateCleanupDelay, c.ProbingRebalanceInterval}
+			got := want{c.StandbyReplicas, c.AcceptableRecoveryLag, c.StateCleanupDelay, c.ProbingRebalanceInterval, c.RemoveDeadMembers}
 			if got != tc.want {
-				t.Errorf("standby_replicas, acceptable_recovery_lag, state_cleanup_delay, probing_rebalance_interval = %+v, want %+v", got, tc.want)
+				t.Errorf("standby_replicas, acceptable_recovery_lag, state_cleanup_delay, probing_rebalance_interval, remove_dead_members = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -82,7 +85,8 @@ func TestSeveralInstancesErrorRanges(t *testing.T) {
 	_, path := writeConfig(t, instancesConfig(`standby_replicas = -1
 acceptable_recovery_lag = "many"
 state_cleanup_delay = "10 m"
-probing_rebalance_interval = "10.5ms"`))
+probing_rebalance_interval = "10.5ms"
+remove_dead_members = "yes"`))
 	c, diags := config.Load(path, config.Options{})
 	if c == nil {
 		t.Fatalf("nil config: %v", diags)
@@ -97,6 +101,7 @@ probing_rebalance_interval = "10.5ms"`))
 		{"Incorrect attribute value type", 3, 27, 33},
 		{"Invalid duration", 4, 23, 29},
 		{"Invalid duration", 5, 30, 38},
+		{"Incorrect attribute value type", 6, 23, 28},
 	}
 	if len(diags) != len(want) {
 		t.Fatalf("got %d diagnostics, want %d: %v", len(diags), len(want), diags)
