@@ -196,6 +196,7 @@ const maxModuleBytes = 256 << 20
 //	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
 //	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
+//	GET  /v1/peers/watch               a watch of this instance by another (peers.go): JSON lines
 //	GET  /metrics                      Prometheus metrics, text format, not JSON (metrics.go)
 //
 // A deploy answers 200 with the DeployResult (unchanged when the processor already runs the
@@ -218,6 +219,7 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.iq.getKey)
 	mux.HandleFunc("GET /v1/stores/{store}/range", r.iq.getRange)
+	mux.HandleFunc("GET "+peerWatchPath, r.peers.serve)
 	mux.Handle("GET /metrics", r.metrics.handler())
 	if r.cfg.Admin.Token == "" {
 		return mux
@@ -318,6 +320,7 @@ func (r *Runtime) serveAdmin() (stop func(), err error) {
 		return nil, fmt.Errorf("%w: it listens on %s (admin.listen %q)", err, ln.Addr(), addr)
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(r.peers.close) // the watches end, without a goodbye unless one was said
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			r.log.Error("admin listener stopped", "addr", addr, "error", err)

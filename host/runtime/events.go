@@ -46,7 +46,7 @@ type Event struct {
 	// Tasks are the tasks ("count_0") of warmups_assigned.
 	Tasks []string `json:"tasks,omitempty"`
 	// Reason is why a transaction was committed when it aborted: "interval", "revocation",
-	// "shutdown", ...
+	// "shutdown", ...; or why member_removed judged the member dead.
 	Reason string `json:"reason,omitempty"`
 	// Error is the error of a transaction_aborted (empty when a rebalance aborted it), of a
 	// module_refused, of a module_deployed whose tasks had not all switched when the deploy
@@ -60,8 +60,11 @@ type Event struct {
 	TransactionalID string `json:"transactional_id,omitempty"`
 	// ModuleHash is the hex SHA-256 of the module of module_deployed.
 	ModuleHash string `json:"module_hash,omitempty"`
-	// Addr is the address (host:port) of admin_listening.
+	// Addr is the address (host:port) of admin_listening, or the admin address of the member
+	// of member_removed and peer_stopping.
 	Addr string `json:"addr,omitempty"`
+	// Member is the group.instance.id of the member of member_removed and peer_stopping.
+	Member string `json:"member,omitempty"`
 }
 
 // EventKind says what an Event reports. The values are stable: they are written to event
@@ -110,6 +113,13 @@ const (
 	// its tasks wait for it for the session timeout, see Run); Error is the failure
 	// that stopped it, empty for a requested stop.
 	EventStopped EventKind = "stopped"
+	// EventMemberRemoved: this instance judged the instance Member (admin address Addr)
+	// dead, for Reason, and removed it from the group (remove_dead_members): its tasks move
+	// now.
+	EventMemberRemoved EventKind = "member_removed"
+	// EventPeerStopping: the instance Member (admin address Addr) said it stops on request;
+	// it is not removed, and its tasks wait for it for the session timeout.
+	EventPeerStopping EventKind = "peer_stopping"
 )
 
 // emit hands e, stamped with the time, to Options.OnEvent. Its maps and slices are copies:

@@ -23,6 +23,11 @@ import (
 // timeout takes its tasks back without a rebalance; one that does not come back loses them
 // to the others after the session timeout.
 func (r *Runtime) Run(ctx context.Context) error {
+	id, err := r.instanceID()
+	if err != nil {
+		return err
+	}
+	r.peers.setInstance(id) // before the listener answers watches
 	stopAdmin, err := r.serveAdmin()
 	if err != nil {
 		return err
@@ -34,6 +39,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.newConsumer(ctx); err != nil {
 		return err
 	}
+	defer r.watchPeers(ctx, id)()
 	r.tasks.mu.Lock()
 	r.deploy.running = true // deploys are taken from now on
 	r.tasks.mu.Unlock()
@@ -90,6 +96,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	if err == nil && ctx.Err() != nil {
 		r.log.Info("stopping", "reason", context.Cause(ctx))
+		// A requested stop (a restart, most often): the peers leave this instance's tasks
+		// to it for the session timeout. A failure says nothing: they remove it.
+		r.peers.goodbye()
 	}
 	r.tasks.mu.Lock()
 	r.deploy.running = false // deploys are refused, and a deploy waiting for its switch gives up

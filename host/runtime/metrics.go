@@ -41,6 +41,7 @@ import (
 //	                                                                   emit_budget
 //	statehost_records_dead_lettered_total{processor}        counter    poison records sent to the dead-letter topic (on_error = "dead_letter")
 //	statehost_guest_log_lines_dropped_total{processor}      counter    guest log lines (log, stdout, stderr) over the per-task rate limit
+//	statehost_group_members_removed_total                   counter    dead instances this instance removed from the group (remove_dead_members)
 //
 // plus the Go runtime's (go_*) and the process's (process_*) collectors.
 //
@@ -60,20 +61,21 @@ const (
 type metrics struct {
 	reg *prometheus.Registry
 
-	processed    *prometheus.CounterVec
-	batch        *prometheus.HistogramVec
-	punctuations *prometheus.CounterVec
-	commit       prometheus.Histogram
-	reloads      *prometheus.CounterVec
-	dropped      *prometheus.CounterVec
-	skips        *prometheus.CounterVec
-	deadLetters  *prometheus.CounterVec
-	logsDropped  *prometheus.CounterVec
-	stateOps     *prometheus.CounterVec
-	clRecords    *prometheus.CounterVec
-	clBytes      *prometheus.CounterVec
-	restored     *prometheus.CounterVec
-	txnAborts    *prometheus.CounterVec
+	processed      *prometheus.CounterVec
+	batch          *prometheus.HistogramVec
+	punctuations   *prometheus.CounterVec
+	commit         prometheus.Histogram
+	reloads        *prometheus.CounterVec
+	dropped        *prometheus.CounterVec
+	skips          *prometheus.CounterVec
+	deadLetters    *prometheus.CounterVec
+	logsDropped    *prometheus.CounterVec
+	stateOps       *prometheus.CounterVec
+	clRecords      *prometheus.CounterVec
+	clBytes        *prometheus.CounterVec
+	restored       *prometheus.CounterVec
+	txnAborts      *prometheus.CounterVec
+	membersRemoved prometheus.Counter
 
 	// Filled while New builds the runtime, read-only afterwards: read without a lock.
 	procs      map[string]*procMetrics      // by processor name
@@ -156,6 +158,10 @@ func newMetrics(board *statusBoard) *metrics {
 			Name: "statehost_transactions_aborted_total",
 			Help: "Transactions aborted under exactly-once, by cause: rebalance (partitions revoked or lost), error (the commit failed; the tasks revive from their last commit), reset (the producer was replaced).",
 		}, []string{"cause"}),
+		membersRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statehost_group_members_removed_total",
+			Help: "Dead instances this instance removed from the group (remove_dead_members): their admin listener refused connections after their watch broke.",
+		}),
 		procs:      make(map[string]*procMetrics),
 		stores:     make(map[string]*storeOps),
 		changelogs: make(map[string]*changelogMetrics),
@@ -166,7 +172,7 @@ func newMetrics(board *statusBoard) *metrics {
 	}
 	m.reg.MustRegister(m.processed, m.batch, m.punctuations, m.commit, m.reloads, m.dropped,
 		m.skips, m.deadLetters, m.logsDropped, m.stateOps, m.clRecords, m.clBytes, m.restored,
-		m.txnAborts,
+		m.txnAborts, m.membersRemoved,
 		&boardCollector{m: m, board: board},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

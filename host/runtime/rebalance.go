@@ -17,6 +17,9 @@ import (
 // the inbox for the loop, which opens and restores the tasks. It stays quick and never takes
 // the table's lock, which a restore holds.
 func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	if w := r.watcher.Load(); w != nil {
+		w.refresh() // the members may have changed
+	}
 	if len(assigned) == 0 {
 		return
 	}

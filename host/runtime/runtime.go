@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -203,6 +204,9 @@ type Runtime struct {
 	metrics *metrics // GET /metrics (metrics.go)
 	deploy  deploys  // the modules' deploys and switches (deploy.go)
 	iq      queries  // interactive queries (iq.go)
+
+	peers   *peerWatches                // the watches of the other instances on this one (peers.go)
+	watcher atomic.Pointer[peerWatcher] // this instance's watches of the others; nil: remove_dead_members = false
 }
 
 // New prepares an instance of the application in opts.Config: it locks and opens the state
@@ -222,6 +226,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		readers:  make(map[string][]*processor),
 		outParts: make(map[string]int32),
 		status:   newStatusBoard(),
+		peers:    newPeerWatches(),
 	}
 	r.tasks = newTaskTable(r.readers, r.status)
 	r.jobs = &dispatcher{rt: r}
@@ -507,20 +512,20 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	// instance restarted within the session timeout takes its partitions back without a
 	// rebalance (and so without moving its tasks away and back); closing does not leave the
 	// group. The state directory's process id makes it, as it makes the transactional id.
-	pid, err := processID(StateDir(r.cfg))
+	id, err := r.instanceID()
 	if err != nil {
 		return err
 	}
 	opts := append(r.clientOpts("consumer"),
 		kgo.ConsumerGroup(r.cfg.ApplicationID),
-		kgo.InstanceID(r.cfg.ApplicationID+"-"+pid),
+		kgo.InstanceID(id),
 		kgo.Balancers(r.newBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(r.opts.SessionTimeout),
 		kgo.RebalanceTimeout(rebalanceTimeout),
-		kgo.HeartbeatInterval(r.opts.SessionTimeout/10),
+		kgo.HeartbeatInterval(r.heartbeatInterval()),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.FetchMaxBytes(int32(r.cfg.Kafka.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(min(fetchMaxPartitionBytes, r.cfg.Kafka.FetchMaxBytes))),
@@ -546,6 +551,26 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	}
 	r.kafka.purgeAdm = r.kafka.adm
 	return nil
+}
+
+// instanceID is the group.instance.id of this instance: <application_id>-<process id>.
+func (r *Runtime) instanceID() (string, error) {
+	pid, err := processID(StateDir(r.cfg))
+	if err != nil {
+		return "", err
+	}
+	return r.cfg.ApplicationID + "-" + pid, nil
+}
+
+// heartbeatInterval is a tenth of the session timeout; with remove_dead_members at most
+// 250ms: when a peer removes a dead member, the others learn of the rebalance at their next
+// heartbeat, and the failover waits for the last of them.
+func (r *Runtime) heartbeatInterval() time.Duration {
+	hb := r.opts.SessionTimeout / 10
+	if r.cfg.RemoveDeadMembers {
+		hb = min(hb, 250*time.Millisecond)
+	}
+	return hb
 }
 
 // Close releases everything New and Run opened. Run closes the tasks itself; Close is for
