@@ -81,6 +81,7 @@ type appOptions struct {
 	standbyReplicas int    // standby_replicas; 0: the default (none)
 	recoveryLag     int64  // acceptable_recovery_lag; 0: the default
 	kafka           string // more lines of the kafka block (tls, sasl, client settings)
+	keepDead        bool   // remove_dead_members = false: a dead instance's tasks wait for its session timeout
 }
 
 // writeAppConfigWith writes the word-count configuration with the options o into dir (created
@@ -100,6 +101,9 @@ func writeAppConfigWith(t testing.TB, dir, addr string, o appOptions) string {
 	}
 	if o.standbyReplicas > 0 {
 		fmt.Fprintf(&top, "standby_replicas = %d\n", o.standbyReplicas)
+	}
+	if o.keepDead {
+		top.WriteString("remove_dead_members = false\n")
 	}
 	if o.recoveryLag > 0 {
 		fmt.Fprintf(&top, "acceptable_recovery_lag = %d\n", o.recoveryLag)

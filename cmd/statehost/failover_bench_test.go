@@ -20,43 +20,53 @@ import (
 // changelog record each, spread over the 3 count tasks.
 var failoverKeys = flag.Int("failover.keys", 300_000, "BenchmarkFailover: distinct words counted before the kill")
 
-// BenchmarkFailover measures a failover of the word count without and with a standby: two
-// instances (session_timeout 6s) count failover.keys distinct words, then the instance whose
-// count tasks hold the most state is SIGKILLed. The failover lasts from the kill until a marker
-// word sent to every task after the kill comes out of the survivor: the session timeout (the
-// group notices the death), the rebalance, the restores of the killed instance's stores, the
-// processing. Each iteration sets everything up anew; only the metrics matter (ns/op is 0):
+// BenchmarkFailover measures a failover of the word count without and with a standby, and
+// without and with the removal of dead members (remove_dead_members): two instances
+// (session_timeout 6s) count failover.keys distinct words, then the instance whose count tasks
+// hold the most state is SIGKILLed. The failover lasts from the kill until a marker word sent
+// to every task after the kill comes out of the survivor: the detection (the session timeout,
+// or the survivor's judgement and removal), the rebalance, the restores of the killed
+// instance's stores, the processing. Each iteration sets everything up anew; only the metrics
+// matter (ns/op is 0):
 //
 //	failover-ms         kill to the last marker's count in the output
-//	assigned-ms         kill to the survivor's assignment (the session timeout and the rebalance)
+//	assigned-ms         kill to the survivor's assignment (the detection and the rebalance)
 //	recovery-ms         the survivor's assignment to the last marker's count: failover-ms - assigned-ms
 //	restored-records    records the survivor restored for the tasks it took over
 //	session-timeout-ms  the instances' session_timeout, the same in both variants
 //
 //	go test ./cmd/statehost -run '^$' -bench BenchmarkFailover -benchtime 1x
+//	STATEHOST_TEST_KAFKA=1 go test ./cmd/statehost -run '^$' -bench BenchmarkFailover -benchtime 3x
 func BenchmarkFailover(b *testing.B) {
-	for _, standbys := range []int{0, 1} {
-		b.Run(fmt.Sprintf("standby=%d", standbys), func(b *testing.B) {
-			var failover, assigned time.Duration
-			var restored int64
-			for i := range b.N {
-				f := failoverOnce(b, standbys, i)
-				failover += f.failover
-				assigned += f.assigned
-				restored += f.restored
-				b.Logf("standby_replicas=%d, session_timeout %v: failover %v (assigned after %v), %d records restored of a changelog of %d: %s",
-					standbys, failoverSession, f.failover.Round(time.Millisecond), f.assigned.Round(time.Millisecond),
-					f.restored, f.changelog, strings.Join(f.restores, ", "))
-			}
-			n := float64(b.N)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(failover.Milliseconds())/n, "failover-ms")
-			b.ReportMetric(float64(assigned.Milliseconds())/n, "assigned-ms")
-			b.ReportMetric(float64((failover-assigned).Milliseconds())/n, "recovery-ms")
-			b.ReportMetric(float64(restored)/n, "restored-records")
-			b.ReportMetric(float64(failoverSession.Milliseconds()), "session-timeout-ms")
-		})
+	for _, removal := range []bool{false, true} {
+		for _, standbys := range []int{0, 1} {
+			b.Run(fmt.Sprintf("removal=%v/standby=%d", removal, standbys), func(b *testing.B) {
+				benchFailover(b, standbys, removal)
+			})
+		}
 	}
+}
+
+// benchFailover runs a variant of BenchmarkFailover.
+func benchFailover(b *testing.B, standbys int, removal bool) {
+	var failover, assigned time.Duration
+	var restored int64
+	for i := range b.N {
+		f := failoverOnce(b, standbys, removal, i)
+		failover += f.failover
+		assigned += f.assigned
+		restored += f.restored
+		b.Logf("standby_replicas=%d, remove_dead_members=%v, session_timeout %v: failover %v (assigned after %v), %d records restored of a changelog of %d: %s",
+			standbys, removal, failoverSession, f.failover.Round(time.Millisecond), f.assigned.Round(time.Millisecond),
+			f.restored, f.changelog, strings.Join(f.restores, ", "))
+	}
+	n := float64(b.N)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(failover.Milliseconds())/n, "failover-ms")
+	b.ReportMetric(float64(assigned.Milliseconds())/n, "assigned-ms")
+	b.ReportMetric(float64((failover-assigned).Milliseconds())/n, "recovery-ms")
+	b.ReportMetric(float64(restored)/n, "restored-records")
+	b.ReportMetric(float64(failoverSession.Milliseconds()), "session-timeout-ms")
 }
 
 // failoverResult is one failover of BenchmarkFailover.
@@ -67,8 +77,9 @@ type failoverResult struct {
 	restores           []string
 }
 
-// failoverOnce runs one failover of BenchmarkFailover with standbys standby replicas.
-func failoverOnce(b *testing.B, standbys, run int) failoverResult {
+// failoverOnce runs one failover of BenchmarkFailover with standbys standby replicas, and the
+// removal of dead members or not.
+func failoverOnce(b *testing.B, standbys int, removal bool, run int) failoverResult {
 	b.Helper()
 	bin := buildBinary(b)
 	buildModules(b)
@@ -76,7 +87,7 @@ func failoverOnce(b *testing.B, standbys, run int) failoverResult {
 	broker := startBroker(b, brokerOptions{})
 	defer broker.stop(b)
 	addr := broker.addr
-	opts := appOptions{commitInterval: e2eCommit, sessionTimeout: failoverSession, standbyReplicas: standbys}
+	opts := appOptions{commitInterval: e2eCommit, sessionTimeout: failoverSession, standbyReplicas: standbys, keepDead: !removal}
 
 	// Both instances run before the words arrive: neither holds state of the other's tasks
 	// but through its standbys.
