@@ -455,27 +455,15 @@ type listedOffsets struct {
 func changelogOffsets(ctx context.Context, log hclog.Logger, k config.Kafka, brokers, topics []string, timeout time.Duration) (*listedOffsets, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var dialErr error
-	reached := false
-	for _, b := range brokers {
-		d := net.Dialer{Timeout: min(timeout, 3*time.Second)}
-		c, err := d.DialContext(ctx, "tcp", b)
-		if err == nil {
-			c.Close()
-			reached = true
-			break
-		}
-		dialErr = errors.Join(dialErr, err)
-	}
 	all := strings.Join(brokers, ",")
-	if !reached {
-		return nil, fmt.Errorf("no broker reachable at %s: %w", all, dialErr)
+	if err := kafkaclient.Check(ctx, k, brokers); err != nil {
+		if _, ok := errors.AsType[*kafkaclient.UnreachableError](err); ok {
+			return nil, fmt.Errorf("no broker reachable at %s: %w", all, err)
+		}
+		return nil, err // the brokers accept connections, but not these settings
 	}
 	if len(topics) == 0 {
 		return &listedOffsets{}, nil
-	}
-	if err := kafkaclient.Check(ctx, k, brokers); err != nil {
-		return nil, err // the brokers accept connections, but not these settings
 	}
 	cl, err := kgo.NewClient(kafkaclient.Opts(k, brokers, "inspect", log.Named("kafka"))...)
 	if err != nil {
