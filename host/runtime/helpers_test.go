@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,6 +104,22 @@ func loadConfig(t testing.TB, dir, src string) *config.Config {
 		t.Fatalf("config: %s", b.String())
 	}
 	return cfg
+}
+
+// newDiagnostics runs New on cfg, which must fail with a *DiagnosticsError; it returns the
+// diagnostics and their text as WriteDiagnostics prints them.
+func newDiagnostics(t testing.TB, cfg *config.Config, brokers []string) (hcl.Diagnostics, string) {
+	t.Helper()
+	_, err := New(context.Background(), Options{Config: cfg, Brokers: brokers})
+	de, ok := errors.AsType[*DiagnosticsError](err)
+	if !ok {
+		t.Fatalf("New: %v, want a *DiagnosticsError", err)
+	}
+	var b strings.Builder
+	if err := config.WriteDiagnostics(&b, cfg.Files, de.Diags); err != nil {
+		t.Fatal(err)
+	}
+	return de.Diags, b.String()
 }
 
 // instance is a running Runtime.

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -280,24 +279,15 @@ processor "other" {
   inputs = ["missing"]
 }
 `)
-	_, err := New(context.Background(), Options{Config: cfg, Brokers: brokers})
-	var de *DiagnosticsError
-	if !errors.As(err, &de) {
-		t.Fatalf("New: %v, want a *DiagnosticsError", err)
-	}
-	var b strings.Builder
-	if err := config.WriteDiagnostics(&b, cfg.Files, de.Diags); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	diags, out := newDiagnostics(t, cfg, brokers)
 	for _, want := range []string{"app.hcl line 5", "Partition count mismatch", "app.hcl line 9", "Inputs not co-partitioned", "a: 2; b: 3", "app.hcl line 14", `"missing"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diagnostics lack %q:\n%s", want, out)
 			break
 		}
 	}
-	if len(de.Diags) != 3 {
-		t.Errorf("got %d diagnostics, want 3:\n%s", len(de.Diags), out)
+	if len(diags) != 3 {
+		t.Errorf("got %d diagnostics, want 3:\n%s", len(diags), out)
 	}
 }
 

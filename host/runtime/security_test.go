@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/kafkaclient"
 	"github.com/statehost/statehost/internal/testcerts"
 	"github.com/statehost/statehost/internal/topictest"
@@ -121,17 +120,9 @@ func TestReplicationFactorAboveClusterSize(t *testing.T) {
 	brokers := cluster(t)
 	src := fmt.Sprintf("kafka {\n  brokers = [%q]\n  replication_factor = 3\n}\n", brokers[0]) + fmt.Sprintf(wordcountHCL, "pebble", true)
 	cfg := loadConfig(t, t.TempDir(), src)
-	_, err := New(context.Background(), Options{Config: cfg, Brokers: brokers})
-	var de *DiagnosticsError
-	if !errors.As(err, &de) {
-		t.Fatalf("New: %v, want a *DiagnosticsError", err)
-	}
-	var b strings.Builder
-	if err := config.WriteDiagnostics(&b, cfg.Files, de.Diags); err != nil {
-		t.Fatal(err)
-	}
-	if len(de.Diags) != 1 || de.Diags[0].Subject.Start.Line != 3 || !strings.Contains(b.String(), "The replication_factor 3 needs at least 3 brokers, but the cluster ("+brokers[0]+") has 1") {
-		t.Fatalf("diagnostics:\n%s\nwant one, on line 3, about the cluster's size", b.String())
+	diags, out := newDiagnostics(t, cfg, brokers)
+	if len(diags) != 1 || diags[0].Subject.Start.Line != 3 || !strings.Contains(out, "The replication_factor 3 needs at least 3 brokers, but the cluster ("+brokers[0]+") has 1") {
+		t.Fatalf("diagnostics:\n%s\nwant one, on line 3, about the cluster's size", out)
 	}
 	_, adm := client(t, brokers)
 	topics, err := adm.ListTopics(context.Background())

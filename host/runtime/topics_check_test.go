@@ -14,8 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/statehost/statehost/config"
 )
 
 // TestConfigAgainstBrokerAllAtOnce: New reports every problem of the configuration against
@@ -148,16 +146,13 @@ processor "count" {
 	if err := os.Symlink("/proc/self/mem", mod); err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(context.Background(), Options{Config: cfg, Brokers: cluster(t)})
-	var de *DiagnosticsError
-	if !errors.As(err, &de) || len(de.Diags) != 1 {
-		t.Fatalf("New: %v, want a *DiagnosticsError with one diagnostic", err)
+	diags, out := newDiagnostics(t, cfg, cluster(t))
+	if len(diags) != 1 {
+		t.Fatalf("diagnostics:\n%s\nwant one", out)
 	}
-	d := de.Diags[0]
+	d := diags[0]
 	want := fmt.Sprintf("Processor \"count\": the module file %s cannot be read: read %s: input/output error.", mod, mod)
 	if d.Summary != "Module file not readable" || d.Detail != want || d.Subject.Start.Line != 4 || d.Subject.Start.Column != 12 {
-		var b strings.Builder
-		_ = config.WriteDiagnostics(&b, cfg.Files, de.Diags)
-		t.Errorf("got %s\nwant 4:12 Module file not readable | %s", b.String(), want)
+		t.Errorf("got %s\nwant 4:12 Module file not readable | %s", out, want)
 	}
 }
