@@ -50,9 +50,9 @@ func TestProbeDead(t *testing.T) {
 
 // TestPeerWatchStream watches a peer's real admin endpoint: it names the peer, and ends with
 // a goodbye on a requested stop, without one when the listener closes, and as a mismatch when
-// another instance answers.
+// another instance answers; behind admin.token it needs the token, and is refused without.
 func TestPeerWatchStream(t *testing.T) {
-	serve := func(t *testing.T, instance string) (*peerWatches, string) {
+	serve := func(t *testing.T, instance string, token ...string) (*peerWatches, string) {
 		pw := newPeerWatches()
 		pw.setInstance(instance)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,7 +61,11 @@ func TestPeerWatchStream(t *testing.T) {
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET "+peerWatchPath, pw.serve)
-		srv := &http.Server{Handler: mux}
+		var h http.Handler = mux
+		if len(token) > 0 {
+			h = requireToken(mux, token[0], false) // as Handler with admin.token
+		}
+		srv := &http.Server{Handler: h}
 		srv.RegisterOnShutdown(pw.close)
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { _ = srv.Close() })
@@ -100,6 +104,21 @@ func TestPeerWatchStream(t *testing.T) {
 		e := watch(addr, "app-b", func() {})
 		if e.mismatch != "app-c" || e.named {
 			t.Errorf("watch ended %+v, want a mismatch naming app-c", e)
+		}
+	})
+	t.Run("token", func(t *testing.T) {
+		pw, addr := serve(t, "app-b", "s3cret")
+		tw := newPeerWatcher(hclog.NewNullLogger(), "app", "app-self", "s3cret", nil)
+		got := make(chan watchEnd, 1)
+		go func() { got <- tw.stream(t.Context(), peer{instance: "app-b", addr: addr}) }()
+		time.Sleep(500 * time.Millisecond)
+		pw.goodbye()
+		if e := <-got; !e.named || !e.goodbye {
+			t.Errorf("watch with the admin token ended %+v, want named, with a goodbye", e)
+		}
+		e := w.stream(t.Context(), peer{instance: "app-b", addr: addr}) // no token
+		if !e.refused || e.named {
+			t.Errorf("watch without the admin token ended %+v, want refused", e)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
