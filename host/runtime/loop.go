@@ -46,6 +46,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	r.log.Info("running", "application_id", r.cfg.ApplicationID, "brokers", r.opts.Brokers,
 		"processors", len(r.procs), "state_dir", StateDir(r.cfg))
 	r.emit(Event{Kind: EventRunning})
+	r.joinGroup() // after running: the assignment may come before joinGroup returns
 	nextCommit := time.Now().Add(r.cfg.CommitInterval)
 	work := context.WithoutCancel(ctx)
 	r.jobs.work = work

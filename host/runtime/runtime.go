@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -501,13 +503,9 @@ func producerOpts(k config.Kafka) []kgo.Opt {
 // tasks per poll on the same run).
 const fetchMaxPartitionBytes = 64 << 10
 
-// newConsumer creates the group consumer over every input topic; under exactly-once it is
-// also the transactional producer of the tasks.
+// newConsumer creates the group consumer; under exactly-once it is also the transactional
+// producer of the tasks. It consumes nothing, so it joins no group, until joinGroup.
 func (r *Runtime) newConsumer(ctx context.Context) error {
-	var topics []string
-	for t := range r.readers {
-		topics = append(topics, t)
-	}
 	// Static membership (KIP-345): the instance id is stable across restarts, so that an
 	// instance restarted within the session timeout takes its partitions back without a
 	// rebalance (and so without moving its tasks away and back); closing does not leave the
@@ -538,7 +536,7 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 	)
 	if r.eos != nil {
 		opts = append(append(opts, producerOpts(r.cfg.Kafka)...), r.opts.producerOpts...) // the group consumer is the producer
-		if err := r.eos.newTransactSession(ctx, opts, topics); err != nil {
+		if err := r.eos.newTransactSession(ctx, opts); err != nil {
 			return err
 		}
 		// The admin client produces nothing under exactly-once, so its metadata of the
@@ -546,11 +544,21 @@ func (r *Runtime) newConsumer(ctx context.Context) error {
 		r.kafka.purgeAdm = kadm.NewClient(r.kafka.consumer)
 		return nil
 	}
-	if r.kafka.consumer, err = kgo.NewClient(append(opts, kgo.ConsumeTopics(topics...))...); err != nil {
+	if r.kafka.consumer, err = kgo.NewClient(opts...); err != nil {
 		return fmt.Errorf("runtime: create the group consumer: %w", err)
 	}
 	r.kafka.purgeAdm = r.kafka.adm
 	return nil
+}
+
+// joinGroup makes the group consumer consume every input topic: franz-go joins the group as
+// soon as it has the metadata of a consumed topic, not at the first poll, so the group may
+// assign partitions (onAssigned) before joinGroup returns. Under exactly-once it is called
+// only once the transactional producer is ready: a member that joined before would take
+// partitions it cannot process yet, or leave the group again when the producer fails to
+// initialize.
+func (r *Runtime) joinGroup() {
+	r.kafka.consumer.AddConsumeTopics(slices.Collect(maps.Keys(r.readers))...)
 }
 
 // instanceID is the group.instance.id of this instance: <application_id>-<process id>.

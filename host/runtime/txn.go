@@ -127,11 +127,8 @@ func processID(dir string) (string, error) {
 // newTransactSession creates the group consumer as a transactional session, with the
 // producer options of the changelog producer, and begins the first transaction. Initializing
 // the producer id fences the previous incarnation of this instance and aborts its open
-// transaction. Only then does it consume topics: franz-go joins the group as soon as it has
-// the metadata of a consumed topic, and a member that joined before its producer was ready
-// would take partitions it cannot process yet, or leave the group again when the producer
-// fails to initialize.
-func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt, topics []string) error {
+// transaction. The session joins the group only at joinGroup.
+func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt) error {
 	pid, err := processID(StateDir(e.rt.cfg))
 	if err != nil {
 		return err
@@ -175,7 +172,6 @@ func (e *exactlyOnce) newTransactSession(ctx context.Context, opts []kgo.Opt, to
 	st.begun = time.Now()
 	e.rt.log.Info("exactly-once: transactional producer ready", "transactional_id", id)
 	e.rt.emit(Event{Kind: EventProducerReady, TransactionalID: id})
-	e.rt.kafka.consumer.AddConsumeTopics(topics...)
 	return nil
 }
 
@@ -713,6 +709,7 @@ func (e *exactlyOnce) rejoinLocked() error {
 		err := e.rt.newConsumer(ctx)
 		cancel()
 		if err == nil {
+			e.rt.joinGroup()
 			if retry.attempts > 0 {
 				e.rt.log.Info("rejoined the group with a new transactional producer", "attempts", retry.attempts+1,
 					"waited", time.Since(retry.since).Round(time.Millisecond))
