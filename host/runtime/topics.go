@@ -352,11 +352,6 @@ const (
 	brokerMaxSession = "group.max.session.timeout.ms"
 )
 
-// checkSessionTimeout compares the group session timeout with the range every broker allows
-// (group.min.session.timeout.ms to group.max.session.timeout.ms, which DescribeConfigs tells:
-// 6s to 30m by default on Kafka, 100ms to 5m on the embedded broker). Outside it, the broker
-// refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
-// permission to describe its configs) is not checked; that is logged.
 // checkReplicationFactor checks, with diag, that the cluster has at least as many brokers as
 // kafka.replication_factor asks for, and reports whether it does (or could not tell).
 func (ts topicSetup) checkReplicationFactor(ctx context.Context, diag diagFunc) bool {
@@ -396,6 +391,11 @@ func (ts topicSetup) replicationFactor() int16 {
 	return -1
 }
 
+// checkSessionTimeout compares the group session timeout with the range every broker allows
+// (group.min.session.timeout.ms to group.max.session.timeout.ms, which DescribeConfigs tells:
+// 6s to 30m by default on Kafka, 100ms to 5m on the embedded broker). Outside it, the broker
+// refuses the group's members with INVALID_SESSION_TIMEOUT. A broker that does not tell (no
+// permission to describe its configs) is not checked; that is logged.
 func (ts topicSetup) checkSessionTimeout(ctx context.Context) hcl.Diagnostics {
 	md, err := ts.rt.kafka.adm.BrokerMetadata(ctx)
 	if err != nil {
