@@ -191,7 +191,9 @@
 // or cut network the session timeout decides, as without the setting. A stopped instance
 // (SIGTERM, a rolling restart) says goodbye: its tasks wait session_timeout for it to come
 // back, as a static member's do. A wrong removal is safe: the live instance is fenced, commits
-// nothing of the generation it lost, and joins again.
+// nothing of the generation it lost, and joins again. admin.advertise must be the instance's
+// own address (a pod IP, not a Kubernetes Service or load balancer, which refuse connections
+// while the instance may live), and a firewall between instances must drop, not reject.
 //
 // A poison record is one the plugin fails on while it is the current record: the guest
 // returns an error, traps, panics, exits, or runs out of memory or past its time limit (a
