@@ -32,7 +32,8 @@
 //	    the key) and wait for every acknowledgement. Keyed records go to the partition of
 //	    their key's murmur2 hash, like the Java client's. The topic must exist. With
 //	    --config, the kafka block of FILE gives the brokers (unless --brokers is set) and
-//	    the client settings: TLS, SASL, client_id; consume takes it too.
+//	    the client settings: TLS, SASL, client_id, and for produce compression, linger and
+//	    batch_size; consume takes it too.
 //	statehost consume [--brokers ADDRS] [--config FILE] [--from-beginning=false] [--follow] [--separator SEP] [--read-committed] TOPIC
 //	    Print the records of TOPIC as KEY<SEP>VALUE lines (SEP is a tab by default; a null
 //	    key prints as nothing, a null value as <null>). Without --follow, print what the

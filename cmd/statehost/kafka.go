@@ -45,6 +45,9 @@ func addKafkaFlags(fs *flag.FlagSet) *kafkaFlags {
 type kafkaTarget struct {
 	brokers string
 	kafka   config.Kafka
+	// configured is true when kafka is the kafka block of a --config file, false when it is
+	// the defaults (config.DefaultKafka).
+	configured bool
 }
 
 // resolve returns the target of the flags once they are parsed; ok is false when the
@@ -58,7 +61,7 @@ func (f *kafkaFlags) resolve(env *cliEnv) (t kafkaTarget, ok bool) {
 	if !ok {
 		return t, false
 	}
-	t.kafka = cfg.Kafka
+	t.kafka, t.configured = cfg.Kafka, true
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "brokers" })
 	switch {

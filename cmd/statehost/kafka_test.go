@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +160,68 @@ func TestConsumeFollow(t *testing.T) {
 	stop()
 	if code := <-done; code != 0 {
 		t.Errorf("consume --follow exited %d after cancel, want 0:\n%s", code, stderr.String())
+	}
+}
+
+// writeKafkaConfig writes, into a new temporary folder of t, a configuration of application
+// appID whose kafka block has brokers and the further lines kafka (settings, tls and sasl
+// blocks), followed by the top-level blocks rest; it returns its path.
+func writeKafkaConfig(t testing.TB, appID string, brokers []string, kafka, rest string) string {
+	t.Helper()
+	quoted := make([]string, len(brokers))
+	for i, b := range brokers {
+		quoted[i] = strconv.Quote(b)
+	}
+	src := fmt.Sprintf("application_id = %q\nkafka {\n  brokers = [%s]\n%s}\n%s",
+		appID, strings.Join(quoted, ", "), kafka, rest)
+	path := filepath.Join(t.TempDir(), "statehost.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// produce --config produces with the kafka block's producer settings: the batches have the
+// codec of compression, and none is larger than batch_size, which refuses a longer line.
+func TestProduceConfigProducerSettings(t *testing.T) {
+	b := startBroker(t, brokerOptions{kfake: true})
+	ctx := testContext(t)
+	line := strings.Repeat("x", 300)
+	var lines []string
+	for i := range 8 {
+		lines = append(lines, fmt.Sprintf("%d%s", i, line))
+	}
+	// The codecs as FetchBatchMetrics.CompressionType numbers them.
+	for _, c := range []struct {
+		name  string
+		codec uint8
+	}{{"gzip", 1}, {"snappy", 2}, {"lz4", 3}, {"zstd", 4}} {
+		t.Run(c.name, func(t *testing.T) {
+			createTopics(t, b.addr, map[string]int{c.name: 1})
+			path := writeKafkaConfig(t, "cli", []string{b.addr},
+				fmt.Sprintf("  compression = %q\n  batch_size  = \"1KiB\"\n", c.name), "")
+			r := runCLI(ctx, strings.Join(lines, "\n")+"\n", "produce", "--config", path, c.name)
+			if r.code != exitOK {
+				t.Fatalf("produce --config: %v", r)
+			}
+			var got []string
+			for _, rec := range topictest.Read(t, []string{b.addr}, c.name, false) {
+				got = append(got, string(rec.Value))
+			}
+			if !slices.Equal(got, lines) {
+				t.Errorf("the topic holds %.80q, want the %d lines", got, len(lines))
+			}
+			// 8 records of about 310 bytes: at most 3 to a batch of 1 KiB (before compression).
+			codecs := topictest.BatchCodecs(t, []kgo.Opt{kgo.SeedBrokers(b.addr)}, c.name)
+			if codecs[c.codec] < 3 || len(codecs) != 1 {
+				t.Errorf("batches by codec %v, want at least 3 of codec %d and no other", codecs, c.codec)
+			}
+		})
+	}
+
+	path := writeKafkaConfig(t, "cli", []string{b.addr}, "  batch_size = \"1KiB\"\n", "")
+	if r := runCLI(ctx, strings.Repeat("y", 2<<10)+"\n", "produce", "--config", path, "zstd"); r.code != exitFailure {
+		t.Errorf("produce --config of a line longer than batch_size: %v, want exit %d", r, exitFailure)
 	}
 }
 

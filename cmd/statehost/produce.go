@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/internal/kafkaclient"
 )
 
 const produceSynopsis = "[--brokers ADDRS] [--config FILE] [--key-separator SEP] TOPIC"
@@ -22,7 +24,9 @@ const produceUsage = `Writes each line of standard input to TOPIC as one record,
 has acknowledged every one. With --key-separator, the part of a line before the first SEP
 is the record's key and the rest its value; a line without SEP has a null key. Keyed
 records go to the partition of their key's murmur2 hash, like the Java client's; records
-without a key stick to one partition per batch. The topic must exist.
+without a key stick to one partition per batch. The topic must exist. With --config, the
+records are produced with the kafka block's compression, linger and batch_size, as the
+application's are (a line longer than batch_size is refused).
 `
 
 // produceDeliveryTimeout bounds how long a record may wait for its acknowledgement,
@@ -71,12 +75,15 @@ func produce(ctx context.Context, log hclog.Logger, in io.Reader, o produceOptio
 	if err != nil {
 		return 0, err
 	}
-	cl, err := newClient(log, o.target, "produce",
+	// The kafka block's producer settings (compression, linger, batch size), as the
+	// application's producers have them; the batch bound after them, so that it wins.
+	opts := append(kafkaclient.ProducerOpts(o.target.kafka),
 		kgo.DefaultProduceTopic(o.topic),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Java's default
 		kgo.RecordDeliveryTimeout(produceDeliveryTimeout),
 		kgo.ProducerBatchMaxBytes(batch),
 	)
+	cl, err := newClient(log, o.target, "produce", opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -150,7 +157,10 @@ const (
 // topicBatchBound checks that the topic exists and returns the bound of the command's record
 // batches: the topic's max.message.bytes, what the broker takes, instead of franz-go's default
 // of 1,000,012 bytes, which refused lines the broker takes (Kafka's default is 1,048,588).
-// When the topic's config cannot be read it is Kafka's default, and the broker decides.
+// When the topic's config cannot be read it is Kafka's default, and the broker decides. With
+// --config, the kafka block's batch_size lowers it, as it bounds the application's batches
+// (a line longer than it is refused, as a longer record of the application is); without, the
+// default batch_size (1 MiB) does not, so that the command takes every line the broker takes.
 func topicBatchBound(ctx context.Context, log hclog.Logger, o produceOptions) (int32, error) {
 	const kafkaDefault = 1048588
 	cl, err := newClient(log, o.target, "produce")
@@ -180,6 +190,9 @@ func topicBatchBound(ctx context.Context, log hclog.Logger, o produceOptions) (i
 	}
 	if err != nil {
 		log.Warn("could not read the topic's max.message.bytes: assuming Kafka's default", "topic", o.topic, "default", kafkaDefault, "error", err)
+	}
+	if k := o.target.kafka; o.target.configured && k.BatchSize > 0 {
+		n = min(n, k.BatchSize)
 	}
 	return int32(min(max(n, minBatchBound), maxBatchBound)), nil
 }
