@@ -93,17 +93,21 @@ func TestSecuredKafka(t *testing.T) {
 	}
 
 	// The mistakes, each a new instance of the application.
+	const wrongPassword = "not-the-password"
 	wrongPw := filepath.Join(dir, "wrong.password")
-	if err := os.WriteFile(wrongPw, []byte("not-the-password"), 0o600); err != nil {
+	if err := os.WriteFile(wrongPw, []byte(wrongPassword), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []struct{ name, block, want string }{
+	for _, m := range []struct {
+		name, block, want string
+		secret            string // the password of block, which must not be printed; "": none
+	}{
 		{"wrong password", securedBlock(sec, sec.CAFile, wrongPw),
-			fmt.Sprintf("broker %s: SASL SCRAM-SHA-512 authentication of user", addr)},
+			fmt.Sprintf("broker %s: SASL SCRAM-SHA-512 authentication of user", addr), wrongPassword},
 		{"wrong CA", securedBlock(sec, sec.OtherCAFile, sec.ScramPasswordFile),
-			fmt.Sprintf("broker %s: TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file %s", addr, sec.OtherCAFile)},
+			fmt.Sprintf("broker %s: TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file %s", addr, sec.OtherCAFile), sec.ScramPassword},
 		{"plain text to the TLS port", "",
-			fmt.Sprintf("broker %s: the broker's listener speaks TLS, but the client sent plain text: add a kafka.tls block", addr)},
+			fmt.Sprintf("broker %s: the broker's listener speaks TLS, but the client sent plain text: add a kafka.tls block", addr), ""},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			path := writeAppConfigWith(t, filepath.Join(t.TempDir(), "app"), addr, appOptions{kafka: m.block})
@@ -118,8 +122,8 @@ func TestSecuredKafka(t *testing.T) {
 			if took > 30*time.Second {
 				t.Errorf("statehost run took %v to fail, want seconds", took)
 			}
-			if strings.Contains(stderr, sec.ScramPassword) {
-				t.Errorf("statehost run printed the password")
+			if m.secret != "" && strings.Contains(stderr, m.secret) { // p.stderr holds stdout too
+				t.Errorf("statehost run printed the password %q", m.secret)
 			}
 			t.Logf("failed after %v", took.Round(time.Millisecond))
 		})
