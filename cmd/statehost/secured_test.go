@@ -16,8 +16,12 @@ import (
 	"github.com/statehost/statehost/internal/testcerts"
 )
 
+// securedChangelog is the changelog of the store of securedConfig.
+const securedChangelog = "secured-counts-changelog"
+
 // securedConfig writes a configuration whose kafka block reaches brokers with TLS (the CA
-// file ca) and SCRAM-SHA-512 as user statehost with password, and returns its path.
+// file ca) and SCRAM-SHA-512 as user statehost with password, and returns its path. Its
+// processor count has a logged store, counts, whose changelog is securedChangelog.
 func securedConfig(t *testing.T, brokers []string, ca, password string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -25,17 +29,11 @@ func securedConfig(t *testing.T, brokers []string, ca, password string) string {
 	if err := os.WriteFile(pw, []byte(password), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "count.wasm"), nil, 0o644); err != nil {
+	module := filepath.Join(dir, "count.wasm")
+	if err := os.WriteFile(module, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	quoted := make([]string, len(brokers))
-	for i, b := range brokers {
-		quoted[i] = fmt.Sprintf("%q", b)
-	}
-	src := fmt.Sprintf(`application_id = "secured"
-kafka {
-  brokers = [%s]
-  tls {
+	kafka := fmt.Sprintf(`  tls {
     ca_file = %q
   }
   sasl {
@@ -43,26 +41,25 @@ kafka {
     username      = "statehost"
     password_file = %q
   }
-}
+`, ca, pw)
+	rest := fmt.Sprintf(`state_dir = %q
 processor "count" {
-  module = "count.wasm"
+  module = %q
   inputs = ["lines"]
+  store "counts" {}
 }
-`, strings.Join(quoted, ", "), ca, pw)
-	path := filepath.Join(dir, "statehost.hcl")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+`, filepath.Join(dir, "state"), module)
+	return writeKafkaConfig(t, "secured", brokers, kafka, rest)
 }
 
 // TestProduceConsumeSecured produces and consumes through a broker that takes only TLS with
-// SCRAM-SHA-512, with the settings of --config; a wrong password fails at once, naming the
-// broker, and is not printed.
+// SCRAM-SHA-512, with the settings of --config, and inspects the changelog offsets through
+// it; a wrong password fails at once, naming the broker, and is never printed.
 func TestProduceConsumeSecured(t *testing.T) {
+	const password, wrongPassword = "pw-of-statehost", "not-the-pw-of-statehost"
 	certs := testcerts.New(t)
-	brokers := []string{certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "statehost", Password: "pw-of-statehost"}})}
-	path := securedConfig(t, brokers, certs.CAFile, "pw-of-statehost")
+	brokers := []string{certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "statehost", Password: password}})}
+	path := securedConfig(t, brokers, certs.CAFile, password)
 	cfg, diags := config.Load(path, config.Options{})
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -73,31 +70,69 @@ func TestProduceConsumeSecured(t *testing.T) {
 	}
 	defer cl.Close()
 	ctx := testContext(t)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, "lines"); err != nil {
-		t.Fatal(err)
+	for topic, parts := range map[string]int32{"lines": 2, securedChangelog: 2} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, parts, -1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noSecret := func(what string, r result, secret string) {
+		t.Helper()
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Errorf("%s printed the password %q:\n%v", what, secret, r)
+		}
 	}
 
 	r := runCLI(ctx, "a\nb\n", "produce", "--config", path, "lines")
 	if r.code != 0 || !strings.Contains(r.stderr, "produced 2 records to lines") {
 		t.Fatalf("produce --config: %v", r)
 	}
+	noSecret("produce --config", r, password)
 	r = runCLI(ctx, "", "consume", "--config", path, "lines")
 	if r.code != 0 || strings.Join(sortedLines(r.stdout), ",") != "\ta,\tb" {
 		t.Fatalf("consume --config: %v", r)
 	}
+	noSecret("consume --config", r, password)
 	// Without the settings, the TLS port refuses plain text.
 	r = runCLI(ctx, "", "consume", "--brokers", brokers[0], "lines")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "broker "+brokers[0]+": the broker closed the connection at the first request") {
 		t.Fatalf("consume without --config: %v", r)
 	}
 
-	const wrongPassword = "not-the-pw-of-statehost"
+	// inspect reads the changelog's offsets through the same settings: 3 records, none
+	// restored locally (the application never ran), so a restore would read all 3.
+	r = runCLI(ctx, "k1=1\nk2=2\nk3=3\n", "produce", "--config", path, "--key-separator", "=", securedChangelog)
+	if r.code != 0 {
+		t.Fatalf("produce --config to the changelog: %v", r)
+	}
+	rep, r := inspectJSON(t, path)
+	noSecret("inspect --config", r, password)
+	if r.code != exitOK || rep.BrokerError != "" || len(rep.Problems) > 0 || strings.Join(rep.Brokers, ",") != brokers[0] {
+		t.Fatalf("inspect --config: brokers %q, broker error %q, problems %q:\n%v", rep.Brokers, rep.BrokerError, rep.Problems, r)
+	}
+	var records int64
+	for _, c := range rep.Changelogs {
+		if c.Topic != securedChangelog || c.Processor != "count" || c.Store != "counts" || deref(c.StartOffset) != "0" ||
+			c.EndOffset == nil || c.Checkpoint != nil || deref(c.Lag) != deref(c.EndOffset) {
+			t.Errorf("inspect --config: changelog partition %+v (start %s, end %s, lag %s), want %s of count/counts from offset 0, no checkpoint, its end the lag",
+				c, deref(c.StartOffset), deref(c.EndOffset), deref(c.Lag), securedChangelog)
+			continue
+		}
+		records += *c.EndOffset
+	}
+	if len(rep.Changelogs) != 2 || records != 3 {
+		t.Errorf("inspect --config: %d changelog partitions holding %d records, want 2 holding 3", len(rep.Changelogs), records)
+	}
+
 	bad := securedConfig(t, brokers, certs.CAFile, wrongPassword)
 	r = runCLI(context.Background(), "a\n", "produce", "--config", bad, "lines")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "broker "+brokers[0]+":") {
 		t.Fatalf("produce with a wrong password: %v", r)
 	}
-	if strings.Contains(r.stdout+r.stderr, wrongPassword) {
-		t.Errorf("produce with a wrong password printed it:\n%v", r)
+	noSecret("produce with a wrong password", r, wrongPassword)
+	rep, r = inspectJSON(t, bad)
+	if r.code != exitOK || !strings.Contains(rep.BrokerError, "broker "+brokers[0]+":") || len(rep.Changelogs) != 0 {
+		t.Errorf("inspect with a wrong password: broker error %q, %d changelog partitions; want the broker's refusal, none:\n%v",
+			rep.BrokerError, len(rep.Changelogs), r)
 	}
+	noSecret("inspect with a wrong password", r, wrongPassword)
 }
