@@ -15,6 +15,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -108,26 +109,34 @@ func Mechanism(s *config.SASL) sasl.Mechanism {
 // CheckTimeout bounds Check's wait for each seed broker.
 const CheckTimeout = 10 * time.Second
 
-// Check connects to each seed broker in turn with k's TLS and SASL settings and asks it
-// for the cluster's metadata; it returns nil once one answers. Otherwise it returns an
-// error that names each broker and says why it failed, in the user's terms (a wrong
-// password, a CA that did not sign the broker's certificate, plain text sent to a TLS port),
-// after at most CheckTimeout per broker: the clients themselves would retry such failures
-// for minutes, silently.
+// checkParallel is how many seed brokers Check asks at once: the seed lists of a cluster are
+// a few brokers, so that Check takes the time of one seed, not of all of them in turn, while
+// a long list does not open a connection to each broker at once.
+const checkParallel = 8
+
+// Check asks the seed brokers, up to checkParallel at once, for the cluster's metadata with
+// k's TLS and SASL settings; it returns nil as soon as one answers. Otherwise it returns an
+// error that names each broker, in the order of seeds, and says why it failed, in the user's
+// terms (a wrong password, a CA that did not sign the broker's certificate, plain text sent
+// to a TLS port), after at most CheckTimeout for up to checkParallel seeds: the clients
+// themselves would retry such failures for minutes, silently. The error is an *UnreachableError when no broker could be reached
+// at all, and ctx's error when ctx ends first.
 func Check(ctx context.Context, k config.Kafka, seeds []string) error {
-	var errs []error
+	if len(seeds) == 0 {
+		return errors.New("kafkaclient: no seed broker to check")
+	}
+	errs := askSeeds(ctx, k, seeds)
+	if errs == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	unreachable := true
-	for _, seed := range seeds {
-		err := checkSeed(ctx, k, seed)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	for i, err := range errs {
 		why, ok := explain(k, err)
 		unreachable = unreachable && ok
-		errs = append(errs, fmt.Errorf("broker %s: %w", seed, why))
+		errs[i] = fmt.Errorf("broker %s: %w", seeds[i], why)
 	}
 	err := errs[0]
 	if len(errs) > 1 {
@@ -137,6 +146,40 @@ func Check(ctx context.Context, k config.Kafka, seeds []string) error {
 		return &UnreachableError{err}
 	}
 	return err
+}
+
+// askSeeds runs checkSeed on each seed, up to checkParallel at once, and returns nil as soon
+// as one answers (it stops the others and waits for them), otherwise the error of each seed,
+// in the order of seeds.
+func askSeeds(ctx context.Context, k config.Kafka, seeds []string) []error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		errs     = make([]error, len(seeds))
+		slots    = make(chan struct{}, checkParallel)
+		answered atomic.Bool
+		wg       sync.WaitGroup
+	)
+	for i, seed := range seeds {
+		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			if errs[i] = checkSeed(ctx, k, seed); errs[i] == nil {
+				answered.Store(true)
+				stop()
+			}
+		})
+	}
+	wg.Wait()
+	if answered.Load() {
+		return nil
+	}
+	return errs
 }
 
 // UnreachableError is Check's error when no broker could be reached at all (nothing listens,

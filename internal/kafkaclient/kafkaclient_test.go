@@ -27,14 +27,16 @@ func secureCluster(t *testing.T, certs testcerts.Set) string {
 		kfake.SeedTopics(1, "t"))
 }
 
-func plainCluster(t *testing.T) string {
+// plainCluster starts a kfake cluster of n brokers without TLS nor SASL, and returns their
+// addresses.
+func plainCluster(t *testing.T, n int) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(n), kfake.SeedTopics(1, "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return c.ListenAddrs()
 }
 
 func tlsOf(certs testcerts.Set) *config.TLS {
@@ -123,11 +125,16 @@ func (h fetchHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m k
 	}
 }
 
-// TestCheckExplains has Check fail within seconds, naming the broker and the cause, for
-// the mistakes a secured setup invites.
+// neverAHang bounds each Check of the tests: Check waits at most CheckTimeout (10s) for
+// one seed, so 30s for three seeds asked in turn. It checks that Check fails within
+// seconds and asks the seeds together, not its speed.
+const neverAHang = 20 * time.Second
+
+// TestCheckExplains has Check fail within seconds, naming each broker and the cause, for
+// the mistakes a secured setup invites, with one seed and with several.
 func TestCheckExplains(t *testing.T) {
 	certs, other := testcerts.New(t), testcerts.New(t)
-	secure, plain := secureCluster(t, certs), plainCluster(t)
+	secure, plain, plains := secureCluster(t, certs), plainCluster(t, 1)[0], plainCluster(t, 3)
 	refused := func() string { // a port nothing listens on
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -136,42 +143,89 @@ func TestCheckExplains(t *testing.T) {
 		defer l.Close()
 		return l.Addr().String()
 	}()
+	const tlsToPlain = "TLS: the broker accepts connections, but the TLS handshake got no answer"
 	for _, c := range []struct {
 		name        string
-		addr        string
+		addrs       []string
 		k           config.Kafka
-		want        string
-		is          error
+		want        []string // what the error says of each broker, in order
 		unreachable bool
 	}{
 		// kfake closes the connection on a refused authentication; Kafka answers with
 		// SASL_AUTHENTICATION_FAILED (TestSecuredKafka in cmd/statehost).
-		{"wrong password", secure, config.Kafka{TLS: tlsOf(certs), SASL: scram("wrong")}, "the credentials of kafka.sasl may be wrong", nil, false},
-		{"wrong CA", secure, config.Kafka{TLS: tlsOf(other), SASL: scram("scram-pass")}, "TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file " + other.CAFile, nil, false},
-		{"plain text to the TLS port", secure, config.Kafka{SASL: scram("scram-pass")}, "the broker closed the connection at the first request: the listener may need TLS (kafka.tls)", nil, false},
-		{"TLS to a plain-text port", plain, config.Kafka{TLS: tlsOf(certs)}, "TLS: the broker", nil, false},
-		{"nothing listens", refused, config.Kafka{}, "no broker listens there (connection refused)", nil, true},
+		{"wrong password", []string{secure}, config.Kafka{TLS: tlsOf(certs), SASL: scram("wrong")}, []string{"the credentials of kafka.sasl may be wrong"}, false},
+		{"wrong CA", []string{secure}, config.Kafka{TLS: tlsOf(other), SASL: scram("scram-pass")}, []string{"TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file " + other.CAFile}, false},
+		{"plain text to the TLS port", []string{secure}, config.Kafka{SASL: scram("scram-pass")}, []string{"the broker closed the connection at the first request: the listener may need TLS (kafka.tls)"}, false},
+		{"TLS to a plain-text port", []string{plain}, config.Kafka{TLS: tlsOf(certs)}, []string{tlsToPlain}, false},
+		{"nothing listens", []string{refused}, config.Kafka{}, []string{"no broker listens there (connection refused)"}, true},
+		// Each seed waits for its handshake: asked in turn, they would take 3 times as long.
+		{"TLS to three plain-text ports", plains, config.Kafka{TLS: tlsOf(certs)}, []string{tlsToPlain, tlsToPlain, tlsToPlain}, false},
+		// One seed that refuses the settings is enough for an error that is not
+		// UnreachableError, wherever it is in the list.
+		{"nothing listens, TLS to a plain-text port", []string{refused, plain}, config.Kafka{TLS: tlsOf(certs)}, []string{"no broker listens there (connection refused)", tlsToPlain}, false},
+		{"nothing listens at two seeds", []string{refused, refused}, config.Kafka{}, []string{"no broker listens there", "no broker listens there"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // the cases that wait for a handshake wait together
 			start := time.Now()
 			k := config.DefaultKafka("app")
 			k.TLS, k.SASL = c.k.TLS, c.k.SASL
-			err := kafkaclient.Check(context.Background(), k, []string{c.addr})
+			err := kafkaclient.Check(context.Background(), k, c.addrs)
 			took := time.Since(start)
 			if err == nil {
 				t.Fatal("Check passed")
 			}
 			t.Logf("after %v: %v", took.Round(time.Millisecond), err)
-			if !strings.HasPrefix(err.Error(), "broker "+c.addr+": ") || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("Check = %q, want the broker %s and %q", err, c.addr, c.want)
+			if took > neverAHang {
+				t.Errorf("Check failed after %v, want within %v", took.Round(time.Millisecond), neverAHang)
 			}
-			if c.is != nil && !errors.Is(err, c.is) {
-				t.Errorf("Check = %v, want it to wrap %v", err, c.is)
+			msg := err.Error()
+			if len(c.addrs) > 1 {
+				var ok bool
+				if msg, ok = strings.CutPrefix(msg, "no broker answered: "); !ok {
+					t.Errorf("Check = %q, want it to start with \"no broker answered: \"", err)
+				}
+			}
+			lines := strings.Split(msg, "\n")
+			if len(lines) != len(c.addrs) {
+				t.Fatalf("Check = %q, want one line for each of the brokers %v", err, c.addrs)
+			}
+			for i, line := range lines {
+				if !strings.HasPrefix(line, "broker "+c.addrs[i]+": ") || !strings.Contains(line, c.want[i]) {
+					t.Errorf("Check's line %d = %q, want the broker %s and %q", i+1, line, c.addrs[i], c.want[i])
+				}
 			}
 			if _, ok := errors.AsType[*kafkaclient.UnreachableError](err); ok != c.unreachable {
 				t.Errorf("Check's error unreachable = %v, want %v", ok, c.unreachable)
 			}
 		})
+	}
+}
+
+// TestCheckAnyAnswers has Check pass as soon as one seed answers, without waiting for the
+// seeds before it that do not, and stop at once when its context ends.
+func TestCheckAnyAnswers(t *testing.T) {
+	certs := testcerts.New(t)
+	secure, plains := secureCluster(t, certs), plainCluster(t, 3)
+	k := config.DefaultKafka("app")
+	k.TLS, k.SASL = tlsOf(certs), scram("scram-pass")
+	start := time.Now()
+	// The plain-text brokers never answer the TLS handshake.
+	if err := kafkaclient.Check(context.Background(), k, append(plains, secure)); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if took := time.Since(start); took > neverAHang {
+		t.Errorf("Check passed after %v, want within %v", took.Round(time.Millisecond), neverAHang)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if err := kafkaclient.Check(ctx, k, plains); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Check with a context that ends = %v, want its error", err)
+	}
+	if took := time.Since(start); took > neverAHang {
+		t.Errorf("Check returned after %v when its context ended, want within %v", took.Round(time.Millisecond), neverAHang)
 	}
 }
 
