@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -252,9 +253,13 @@ func sortDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
 // WriteDiagnostics prints all diags. Each starts with a line "file:line:col: severity:
 // summary" (the form editors and terminals link to), followed by hcl's text writer's account:
 // the file and line, the enclosing block, a source snippet and the detail, wrapped at 100
-// columns, without color. files may be nil (then snippets are omitted).
+// columns, without color. files may be nil (then snippets are omitted). A snippet that
+// would show a line that may hold a secret (a password or a key written in the file by
+// mistake, the sasl block; see secretLines) is left out, and the account says so.
 func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
-	tw := hcl.NewDiagnosticTextWriter(w, files, 100, false)
+	const width = 100
+	tw := hcl.NewDiagnosticTextWriter(w, files, width, false)
+	secrets := map[string]map[int]bool{} // by file name, made when first needed
 	for _, d := range diags {
 		sev := "error"
 		if d.Severity == hcl.DiagWarning {
@@ -269,11 +274,48 @@ func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnos
 		if err != nil {
 			return err
 		}
+		if d.Subject != nil {
+			if file := files[d.Subject.Filename]; file != nil && file.Bytes != nil {
+				secret, ok := secrets[d.Subject.Filename]
+				if !ok {
+					secret = secretLines(file)
+					secrets[d.Subject.Filename] = secret
+				}
+				if showsSecret(d, secret) {
+					if err := writeWithoutSource(w, file, d, width); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+		}
 		if err := tw.WriteDiagnostic(d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeWithoutSource prints d as hcl's text writer does, but with a note in place of the
+// source snippet.
+func writeWithoutSource(w io.Writer, file *hcl.File, d *hcl.Diagnostic, width uint) error {
+	bare := *d
+	bare.Subject, bare.Context, bare.Expression, bare.EvalContext = nil, nil, nil, nil
+	var buf bytes.Buffer
+	if err := hcl.NewDiagnosticTextWriter(&buf, nil, width, false).WriteDiagnostic(&bare); err != nil {
+		return err
+	}
+	// The writer prints "Severity: summary", a blank line, then the detail.
+	head, detail, _ := bytes.Cut(buf.Bytes(), []byte("\n\n"))
+	in := ""
+	if cs, ok := file.Nav.(interface{ ContextString(offset int) string }); ok {
+		if s := cs.ContextString(d.Subject.Start.Byte); s != "" {
+			in = ", in " + s
+		}
+	}
+	_, err := fmt.Fprintf(w, "%s\n\n  on %s line %d%s:\n  (source not shown: it may hold a secret)\n\n%s",
+		head, d.Subject.Filename, d.Subject.Start.Line, in, detail)
+	return err
 }
 
 // RepartitionByTopic returns the repartition block whose full topic name is topic, or nil.

@@ -3,7 +3,9 @@
 // Load (or Parse) decodes the file with hashicorp/hcl/v2 and checks it completely: every
 // problem is an hcl.Diagnostic with the source range it is about (duplicates also say, in
 // their detail, where the first definition is), and all of them are returned at once, sorted
-// by position. WriteDiagnostics prints them with file, line and a source snippet.
+// by position. WriteDiagnostics prints them with file, line and a source snippet, but no
+// source line that may hold a secret (a password or key written in the file by mistake, the
+// sasl block): secrets come from files or environment variables and are never printed.
 //
 // Relative paths (state_dir, module, embedded_broker.data_dir, and the files of kafka.tls and
 // kafka.sasl) are relative to the directory of the configuration file, not to the working

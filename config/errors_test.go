@@ -21,8 +21,15 @@ import (
 //
 // where "| DETAIL SUBSTRING" is optional. Module paths in these files name testdata/errors/ok.wasm,
 // an empty file: the module check only asks that the file exists unless Options.CheckModule is set.
+//
+// A case with a secret written by mistake (a password in the file, a key pasted for a path)
+// also lists, one a line, what WriteDiagnostics must not print:
+//
+//	# not printed: SECRET
 
 var expectLine = regexp.MustCompile(`^#\s*expect:\s*(\d+):(\d+):\s*(error|warning):\s*([^|]*?)\s*(?:\|\s*(.*?)\s*)?$`)
+
+var notPrintedLine = regexp.MustCompile(`^#\s*not printed:\s*(.*?)\s*$`)
 
 type expectation struct {
 	pos      string // "LINE:COL: severity: Summary"
@@ -30,17 +37,25 @@ type expectation struct {
 	fileLine int
 }
 
-func readExpectations(t *testing.T, path string) []expectation {
+// readExpectations returns the expectations of the case at path, and the strings it says
+// must not be printed.
+func readExpectations(t *testing.T, path string) (exps []expectation, notPrinted []string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var exps []expectation
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
+		if m := notPrintedLine.FindStringSubmatch(line); m != nil {
+			if m[1] == "" {
+				t.Fatalf("%s:%d: empty \"not printed\"", path, n)
+			}
+			notPrinted = append(notPrinted, m[1])
+			continue
+		}
 		if !strings.HasPrefix(line, "#") || !strings.Contains(line, "expect:") {
 			continue
 		}
@@ -53,7 +68,7 @@ func readExpectations(t *testing.T, path string) []expectation {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return exps
+	return exps, notPrinted
 }
 
 func describe(d *hcl.Diagnostic) string {
@@ -77,7 +92,7 @@ func TestErrorCases(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".hcl"), func(t *testing.T) {
-			exps := readExpectations(t, path)
+			exps, notPrinted := readExpectations(t, path)
 			if len(exps) == 0 {
 				t.Fatalf("%s has no expectations", path)
 			}
@@ -113,6 +128,37 @@ func TestErrorCases(t *testing.T) {
 			if t.Failed() {
 				t.Logf("all diagnostics:\n%s", strings.Join(got, "\n"))
 			}
+			checkPrinted(t, path, c.Files, diags, notPrinted)
 		})
+	}
+}
+
+// checkPrinted prints diags as the commands do (WriteDiagnostics) and checks that each names
+// its file and line, and that none of notPrinted shows.
+func checkPrinted(t *testing.T, path string, files map[string]*hcl.File, diags hcl.Diagnostics, notPrinted []string) {
+	t.Helper()
+	var b strings.Builder
+	if err := config.WriteDiagnostics(&b, files, diags); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, d := range diags {
+		if d.Subject == nil {
+			continue
+		}
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		first := fmt.Sprintf("%s:%d:%d: %s: %s\n", path, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
+		on := fmt.Sprintf("  on %s line %d", path, d.Subject.Start.Line)
+		if !strings.Contains(out, first) || !strings.Contains(out, on) {
+			t.Errorf("the printed diagnostics lack %q or %q:\n%s", strings.TrimSpace(first), on, out)
+		}
+	}
+	for _, s := range notPrinted {
+		if strings.Contains(out, s) {
+			t.Errorf("the printed diagnostics show %q:\n%s", s, out)
+		}
 	}
 }

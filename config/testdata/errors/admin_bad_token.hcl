@@ -6,3 +6,4 @@ admin {
 }
 
 # expect: 5:12: error: Invalid admin token | The admin token may contain only printable ASCII characters, without spaces
+# not printed: two words
