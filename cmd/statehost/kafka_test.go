@@ -181,6 +181,18 @@ func writeKafkaConfig(t testing.TB, appID string, brokers []string, kafka, rest 
 	return path
 }
 
+// hclBlock returns a block of a kafka block (tls, sasl), name { key = "value" ... },
+// indented as writeKafkaConfig places it; attrs alternate keys and values.
+func hclBlock(name string, attrs ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s {\n", name)
+	for i := 0; i+1 < len(attrs); i += 2 {
+		fmt.Fprintf(&b, "    %s = %q\n", attrs[i], attrs[i+1])
+	}
+	b.WriteString("  }\n")
+	return b.String()
+}
+
 // produce --config produces with the kafka block's producer settings: the batches have the
 // codec of compression, and none is larger than batch_size, which refuses a longer line.
 func TestProduceConfigProducerSettings(t *testing.T) {

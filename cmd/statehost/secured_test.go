@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/config"
@@ -20,9 +22,10 @@ import (
 const securedChangelog = "secured-counts-changelog"
 
 // securedConfig writes a configuration whose kafka block reaches brokers with TLS (the CA
-// file ca) and SCRAM-SHA-512 as user statehost with password, and returns its path. Its
-// processor count has a logged store, counts, whose changelog is securedChangelog.
-func securedConfig(t *testing.T, brokers []string, ca, password string) string {
+// file ca, and the further attributes tlsAttrs of the tls block, keys and values) and
+// SCRAM-SHA-512 as user statehost with password, and returns its path. Its processor count
+// has a logged store, counts, whose changelog is securedChangelog.
+func securedConfig(t *testing.T, brokers []string, ca, password string, tlsAttrs ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
@@ -33,15 +36,8 @@ func securedConfig(t *testing.T, brokers []string, ca, password string) string {
 	if err := os.WriteFile(module, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kafka := fmt.Sprintf(`  tls {
-    ca_file = %q
-  }
-  sasl {
-    mechanism     = "SCRAM-SHA-512"
-    username      = "statehost"
-    password_file = %q
-  }
-`, ca, pw)
+	kafka := hclBlock("tls", append([]string{"ca_file", ca}, tlsAttrs...)...) +
+		hclBlock("sasl", "mechanism", "SCRAM-SHA-512", "username", "statehost", "password_file", pw)
 	rest := fmt.Sprintf(`state_dir = %q
 processor "count" {
   module = %q
@@ -135,4 +131,31 @@ func TestProduceConsumeSecured(t *testing.T) {
 			rep.BrokerError, len(rep.Changelogs), r)
 	}
 	noSecret("inspect with a wrong password", r, wrongPassword)
+}
+
+// TestMutualTLS produces and consumes through a broker that requires a client certificate
+// signed by its CA, with the kafka.tls cert_file and key_file of --config; without them the
+// broker ends the handshake, and the command fails at once, naming the broker and the cause.
+func TestMutualTLS(t *testing.T) {
+	const password = "pw-of-statehost"
+	certs := testcerts.New(t)
+	brokers := []string{certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "statehost", Password: password}},
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12,
+			ClientCAs: certs.ClientCAs, ClientAuth: tls.RequireAndVerifyClientCert}),
+		kfake.SeedTopics(2, "lines"))}
+	ctx := testContext(t)
+
+	path := securedConfig(t, brokers, certs.CAFile, password, "cert_file", certs.ClientCert, "key_file", certs.ClientKey)
+	if r := runCLI(ctx, "a\nb\n", "produce", "--config", path, "lines"); r.code != exitOK {
+		t.Fatalf("produce --config with a client certificate: %v", r)
+	}
+	r := runCLI(ctx, "", "consume", "--config", path, "lines")
+	if r.code != exitOK || strings.Join(sortedLines(r.stdout), ",") != "\ta,\tb" {
+		t.Fatalf("consume --config with a client certificate: %v", r)
+	}
+
+	r = runCLI(ctx, "", "consume", "--config", securedConfig(t, brokers, certs.CAFile, password), "lines")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "broker "+brokers[0]+":") || !strings.Contains(r.stderr, "certificate required") {
+		t.Fatalf("consume --config without a client certificate: %v", r)
+	}
 }
