@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +38,10 @@ func securedBlock(sec *kafkacluster.Security, ca, pwFile string) string {
 // TestSecuredKafka runs the word count end to end under exactly-once through the SASL_SSL
 // listener of an Apache Kafka cluster (TLS with the cluster's CA, SCRAM-SHA-512), the input
 // produced with statehost produce --config; the changelog and the output hold the reference
-// counts, read through the same listener, their batches lz4. Then statehost run fails within
-// seconds, naming the broker and the cause, for a wrong password, a wrong CA and plain text
-// sent to the TLS port.
+// counts, read through the same listener, their batches lz4. Then the CLI round-trips records
+// with each other SASL mechanism and TLS setting (securedSettings), and statehost run fails
+// within seconds, naming the broker and the cause, for a wrong password, a wrong CA and plain
+// text sent to the TLS port.
 func TestSecuredKafka(t *testing.T) {
 	if !kafkacluster.Requested() {
 		t.Skipf("a SASL_SSL Apache Kafka cluster: set %s=1", kafkacluster.EnvVar)
@@ -92,6 +94,9 @@ func TestSecuredKafka(t *testing.T) {
 		}
 	}
 
+	// The other mechanisms and TLS settings, each through a configuration of its own.
+	t.Run("settings", func(t *testing.T) { securedSettings(t, c) })
+
 	// The mistakes, each a new instance of the application.
 	const wrongPassword = "not-the-password"
 	wrongPw := filepath.Join(dir, "wrong.password")
@@ -128,4 +133,58 @@ func TestSecuredKafka(t *testing.T) {
 			t.Logf("failed after %v", took.Round(time.Millisecond))
 		})
 	}
+}
+
+// securedSettings has the CLI connect to the SASL_SSL listener of c with each SASL mechanism
+// and TLS setting that the word count of TestSecuredKafka does not use, each through a
+// configuration of its own: produce --config writes keyed lines to a topic of its own,
+// consume --config reads them back. A server_name that the brokers' certificate does not
+// hold fails, naming it.
+func securedSettings(t *testing.T, c *kafkacluster.Cluster) {
+	sec := c.Security()
+	addr := sec.SASLSSLBrokers()[0]
+	scram512 := hclBlock("sasl", "mechanism", "SCRAM-SHA-512", "username", sec.ScramUsername, "password_file", sec.ScramPasswordFile)
+	for _, m := range []struct{ name, block string }{
+		{"PLAIN", hclBlock("tls", "ca_file", sec.CAFile) +
+			hclBlock("sasl", "mechanism", "PLAIN", "username", sec.PlainUsername, "password_file", sec.PlainPasswordFile)},
+		{"SCRAM-SHA-256", hclBlock("tls", "ca_file", sec.CAFile) +
+			hclBlock("sasl", "mechanism", "SCRAM-SHA-256", "username", sec.ScramUsername, "password_file", sec.ScramPasswordFile)},
+		{"OAUTHBEARER token file", hclBlock("tls", "ca_file", sec.CAFile) +
+			hclBlock("sasl", "mechanism", "OAUTHBEARER", "token_file", sec.OAuthTokenFile)},
+		// The brokers request a client certificate but do not require one: this shows that a
+		// configuration with one connects; TestMutualTLS, on kfake, that it is presented.
+		{"mTLS", hclBlock("tls", "ca_file", sec.CAFile, "cert_file", sec.ClientCertFile, "key_file", sec.ClientKeyFile) + scram512},
+		// addr is 127.0.0.1: the brokers' certificate holds localhost too.
+		{"server_name", hclBlock("tls", "ca_file", sec.CAFile, "server_name", "localhost") + scram512},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			topic := strings.NewReplacer(" ", "-", "_", "-").Replace(strings.ToLower(m.name))
+			createTopics(t, c.Brokers()[0], map[string]int{topic: 2}) // on the PLAINTEXT listener
+			path := writeKafkaConfig(t, "secured", []string{addr}, m.block, "")
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			lines := []string{"k1\t" + m.name, "k2\tb", "k1\tc"}
+			r := runCLI(ctx, strings.Join(lines, "\n")+"\n", "produce", "--config", path, "--key-separator", "\t", topic)
+			if r.code != exitOK {
+				t.Fatalf("produce --config with %s: %v", m.name, r)
+			}
+			r = runCLI(ctx, "", "consume", "--config", path, topic)
+			slices.Sort(lines)
+			if got := sortedLines(r.stdout); r.code != exitOK || !slices.Equal(got, lines) {
+				t.Fatalf("consume --config with %s printed %q, want %q:\n%v", m.name, got, lines, r)
+			}
+		})
+	}
+
+	t.Run("wrong server_name", func(t *testing.T) {
+		path := writeKafkaConfig(t, "secured", []string{addr},
+			hclBlock("tls", "ca_file", sec.CAFile, "server_name", "kafka.invalid")+scram512, "")
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		r := runCLI(ctx, "", "consume", "--config", path, "server-name") // the check of the brokers comes first
+		want := fmt.Sprintf("broker %s: TLS: the broker's certificate is not for this address", addr)
+		if r.code != exitFailure || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "kafka.invalid") {
+			t.Fatalf("consume --config with server_name kafka.invalid: %v\nwant exit %d and an error with %q naming kafka.invalid", r, exitFailure, want)
+		}
+	})
 }
