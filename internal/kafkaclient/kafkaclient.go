@@ -109,6 +109,13 @@ func Mechanism(s *config.SASL) sasl.Mechanism {
 // CheckTimeout bounds Check's wait for each seed broker.
 const CheckTimeout = 10 * time.Second
 
+// handshakeTimeout bounds Check's TLS handshake with a seed broker that accepted its TCP
+// connection: a TLS listener answers within a few round trips, well under a second even
+// across continents, and one that does not is taken for a plain-text listener
+// (errTLSNoAnswer). It is the dial timeout (connection and handshake) Check's client already
+// had; the clients that run keep franz-go's.
+const handshakeTimeout = CheckTimeout / 2
+
 // checkParallel is how many seed brokers Check asks at once: the seed lists of a cluster are
 // a few brokers, so that Check takes the time of one seed, not of all of them in turn, while
 // a long list does not open a connection to each broker at once.
@@ -118,8 +125,9 @@ const checkParallel = 8
 // k's TLS and SASL settings; it returns nil as soon as one answers. Otherwise it returns an
 // error that names each broker, in the order of seeds, and says why it failed, in the user's
 // terms (a wrong password, a CA that did not sign the broker's certificate, plain text sent
-// to a TLS port), after at most CheckTimeout for up to checkParallel seeds: the clients
-// themselves would retry such failures for minutes, silently. The error is an *UnreachableError when no broker could be reached
+// to a TLS port), after at most CheckTimeout for up to checkParallel seeds (handshakeTimeout
+// when a TLS handshake gets no answer): the clients themselves would retry such failures
+// for minutes, silently. The error is an *UnreachableError when no broker could be reached
 // at all, and ctx's error when ctx ends first.
 func Check(ctx context.Context, k config.Kafka, seeds []string) error {
 	if len(seeds) == 0 {
@@ -193,14 +201,22 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func checkSeed(ctx context.Context, k config.Kafka, seed string) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
-	// A TCP connection first: a TLS handshake that gets no answer from a port that
-	// accepts connections is TLS spoken to a plain-text listener, not an unreachable broker.
+	// A TCP connection first, then the TLS handshake on it: a handshake that gets no answer
+	// from a port that accepts connections is TLS spoken to a plain-text listener (Kafka's
+	// closes the connection, but others wait for the rest of a request that large), not an
+	// unreachable broker.
 	d := net.Dialer{Timeout: CheckTimeout / 2}
 	conn, err := d.DialContext(ctx, "tcp", seed)
 	if err != nil {
 		return err
 	}
-	conn.Close()
+	if k.TLS != nil {
+		if !handshakeAnswered(ctx, conn, k.TLS.Config, seed) {
+			return errTLSNoAnswer
+		}
+	} else {
+		conn.Close()
+	}
 	hook := &dialHook{}
 	opts := append(Opts(k, []string{seed}, "check", nil),
 		kgo.RequestRetries(0),
@@ -219,13 +235,25 @@ func checkSeed(ctx context.Context, k config.Kafka, seed string) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	if k.TLS != nil {
-		return errTLSNoAnswer
-	}
 	if err := hook.last(); err != nil {
 		return err
 	}
 	return fmt.Errorf("no answer within %s: %w", CheckTimeout, errNoAnswer)
+}
+
+// handshakeAnswered reports whether a TLS handshake with c on conn, a connection to seed, got
+// an answer within handshakeTimeout: any answer, a refused certificate too (the client's
+// own dial reports it then, as it does for the clients that run). It closes conn.
+func handshakeAnswered(ctx context.Context, conn net.Conn, c *tls.Config, seed string) bool {
+	c = c.Clone()
+	if c.ServerName == "" { // as franz-go's dial does
+		c.ServerName, _, _ = net.SplitHostPort(seed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	tc := tls.Client(conn, c)
+	defer tc.Close()
+	return tc.HandshakeContext(ctx) == nil || ctx.Err() == nil
 }
 
 var (
@@ -287,7 +315,7 @@ func explain(k config.Kafka, err error) (_ error, unreachable bool) {
 	case errors.As(err, &verifyErr):
 		return fmt.Errorf("TLS: the broker's certificate is not valid (checked against %s): %w", ca, err), false
 	case errors.Is(err, errTLSNoAnswer):
-		return fmt.Errorf("TLS: the broker accepts connections, but %w within %s: the listener is likely plain text; remove kafka.tls, or use its TLS port", err, CheckTimeout), false
+		return fmt.Errorf("TLS: the broker accepts connections, but %w within %s: the listener is likely plain text; remove kafka.tls, or use its TLS port", err, handshakeTimeout), false
 	case errors.As(err, &headerErr):
 		return fmt.Errorf("TLS: the broker answered in plain text: the listener is not TLS; remove kafka.tls, or use its TLS port: %w", err), false
 	case errors.As(err, &netErr) && netErr.Timeout():

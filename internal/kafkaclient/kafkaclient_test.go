@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/internal/kafkaclient"
@@ -37,6 +38,25 @@ func plainCluster(t *testing.T, n int) []string {
 	}
 	t.Cleanup(c.Close)
 	return c.ListenAddrs()
+}
+
+// silentTLSCluster starts a kfake broker that takes TLS (the certificates of certs) but
+// never answers a request, and returns its address.
+func silentTLSCluster(t *testing.T, certs testcerts.Set) string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before Close
+	c.ControlKey(kmsg.ApiVersions.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-stop })
+		return nil, nil, false
+	})
+	return c.ListenAddrs()[0]
 }
 
 func tlsOf(certs testcerts.Set) *config.TLS {
@@ -135,6 +155,7 @@ const neverAHang = 20 * time.Second
 func TestCheckExplains(t *testing.T) {
 	certs, other := testcerts.New(t), testcerts.New(t)
 	secure, plain, plains := secureCluster(t, certs), plainCluster(t, 1)[0], plainCluster(t, 3)
+	silent := silentTLSCluster(t, certs)
 	refused := func() string { // a port nothing listens on
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -157,6 +178,9 @@ func TestCheckExplains(t *testing.T) {
 		{"wrong CA", []string{secure}, config.Kafka{TLS: tlsOf(other), SASL: scram("scram-pass")}, []string{"TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file " + other.CAFile}, false},
 		{"plain text to the TLS port", []string{secure}, config.Kafka{SASL: scram("scram-pass")}, []string{"the broker closed the connection at the first request: the listener may need TLS (kafka.tls)"}, false},
 		{"TLS to a plain-text port", []string{plain}, config.Kafka{TLS: tlsOf(certs)}, []string{tlsToPlain}, false},
+		// The handshake is answered: the broker is reachable but does not answer yet, as
+		// one that is still starting.
+		{"TLS broker that does not answer", []string{silent}, config.Kafka{TLS: tlsOf(certs)}, []string{"no answer"}, true},
 		{"nothing listens", []string{refused}, config.Kafka{}, []string{"no broker listens there (connection refused)"}, true},
 		// Each seed waits for its handshake: asked in turn, they would take 3 times as long.
 		{"TLS to three plain-text ports", plains, config.Kafka{TLS: tlsOf(certs)}, []string{tlsToPlain, tlsToPlain, tlsToPlain}, false},
