@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -179,6 +180,14 @@ type rawSASL struct {
 	PasswordEnv  hcl.Expression `hcl:"password_env,optional"`
 	TokenFile    hcl.Expression `hcl:"token_file,optional"`
 	DefRange     hcl.Range      `hcl:",def_range"`
+
+	// password and token are not settings: they are declared so that a secret written in
+	// the file gets a message of its own, rather than hcl's "Unsupported argument". Their
+	// values are never read.
+	Password      hcl.Expression `hcl:"password,optional"`
+	PasswordRange hcl.Range      `hcl:"password,attr_range"`
+	Token         hcl.Expression `hcl:"token,optional"`
+	TokenRange    hcl.Range      `hcl:"token,attr_range"`
 }
 
 // decodeKafka decodes the kafka block (nil when absent) into c.Kafka, with its defaults.
@@ -278,12 +287,19 @@ func (d *decoder) decodeTLS(rt *rawTLS) *TLS {
 	}
 	cert, certOK := d.str(rt.CertFile, "cert_file")
 	key, keyOK := d.str(rt.KeyFile, "key_file")
+	if keyOK && (strings.Contains(key, "-----BEGIN") || strings.ContainsAny(key, "\r\n")) {
+		// Neither the value nor the path made of it is printed.
+		d.errorf(rt.KeyFile.Range(), "Key written in the configuration",
+			"The key_file is the path of the file that holds the private key (PEM), not the key itself: a key is never written in the configuration. Put it in a file and give its path. The value is not shown.")
+		certOK, keyOK = false, false
+	}
 	switch {
 	case certOK && keyOK:
 		t.CertFile, t.KeyFile = d.path(cert), d.path(key)
 		if pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-			// The error of a key file never quotes the key.
-			d.errorf(rt.CertFile.Range(), "Invalid client certificate", "The cert_file %s and key_file %s do not make a certificate and its key: %v.", t.CertFile, t.KeyFile, unwrapPath(err))
+			// Neither the error of a key file nor this message quotes the key file's value: it
+			// may be a key pasted on one line.
+			d.errorf(rt.CertFile.Range(), "Invalid client certificate", "The cert_file %s and the key_file do not make a certificate and its key: %v.", t.CertFile, unwrapPath(err))
 		} else {
 			t.Config.Certificates = []tls.Certificate{pair}
 		}
@@ -307,6 +323,17 @@ func (d *decoder) decodeTLS(rt *rawTLS) *TLS {
 
 func (d *decoder) decodeSASL(rs *rawSASL, tlsOn bool) *SASL {
 	s := &SASL{}
+	// A secret written in the file: on the argument, which WriteDiagnostics prints without
+	// its source line; the value is not evaluated, so no other message quotes it.
+	inlinePassword, inlineToken := !absent(rs.Password), !absent(rs.Token)
+	if inlinePassword {
+		d.errorf(rs.PasswordRange, "Password written in the configuration",
+			"The sasl block takes no password: it comes from password_file (a file that holds it) or password_env (the name of an environment variable that holds it), so that it is never written in the configuration nor printed. Remove it from this file. The value is not shown.")
+	}
+	if inlineToken {
+		d.errorf(rs.TokenRange, "Token written in the configuration",
+			"The sasl block takes no token: OAUTHBEARER reads it from token_file (a file that holds it, read again at each connection), so that it is never written in the configuration nor printed. Remove it from this file. The value is not shown.")
+	}
 	mech, ok := d.str(rs.Mechanism, "mechanism")
 	if !ok {
 		if absent(rs.Mechanism) {
@@ -329,13 +356,18 @@ func (d *decoder) decodeSASL(rs *rawSASL, tlsOn bool) *SASL {
 				d.errorf(a.expr.Range(), "Argument not used by OAUTHBEARER", "OAUTHBEARER authenticates with the token of token_file only; remove %s.", a.name)
 			}
 		}
+		if inlineToken && absent(rs.TokenFile) {
+			return s // one error says what to do
+		}
 		if !d.required(rs.TokenFile, "token_file", rs.DefRange) {
 			return s
 		}
 		if p, ok := d.str(rs.TokenFile, "token_file"); ok {
 			s.TokenFile = d.path(p)
-			if _, err := ReadTokenFile(s.TokenFile); err != nil {
-				d.errorf(rs.TokenFile.Range(), "Cannot read the OAUTHBEARER token", "The token_file cannot be used: %v.", unwrapPath(err))
+			// As ReadTokenFile, without naming the file.
+			tok, err := d.secretFile(rs.TokenFile.Range(), "token_file", p, "Cannot read the OAUTHBEARER token")
+			if err == nil && strings.TrimSpace(tok) == "" {
+				d.errorf(rs.TokenFile.Range(), "Empty OAUTHBEARER token", "The token_file is empty.")
 			}
 		}
 		return s
@@ -351,7 +383,7 @@ func (d *decoder) decodeSASL(rs *rawSASL, tlsOn bool) *SASL {
 			s.Username = u
 		}
 	}
-	s.Password = d.password(rs)
+	s.Password = d.password(rs, inlinePassword)
 	if s.Mechanism == SASLPlain && !tlsOn {
 		d.warnf(rs.Mechanism.Range(), "Password sent in plain text",
 			"SASL PLAIN without a kafka.tls block sends the password unencrypted to the brokers. Add a tls block (SASL_SSL), or use SCRAM-SHA-512.")
@@ -359,42 +391,71 @@ func (d *decoder) decodeSASL(rs *rawSASL, tlsOn bool) *SASL {
 	return s
 }
 
-// password reads the password of password_file or password_env: exactly one of them. The
-// password never appears in a message.
-func (d *decoder) password(rs *rawSASL) Secret {
+// password reads the password of password_file or password_env: exactly one of them.
+// inline tells that the block has a password argument (already reported). Neither the
+// password nor the values of password_file and password_env appear in a message: one of
+// them may be a password pasted in the wrong place.
+func (d *decoder) password(rs *rawSASL, inline bool) Secret {
 	file, fileOK := d.str(rs.PasswordFile, "password_file")
 	env, envOK := d.str(rs.PasswordEnv, "password_env")
 	switch {
 	case fileOK && envOK:
 		d.errorf(rs.PasswordEnv.Range(), "Two passwords", "Set password_file or password_env, not both.")
 	case fileOK:
-		path := d.path(file)
-		b, err := os.ReadFile(path)
-		pw := strings.TrimRight(string(b), "\r\n")
+		b, err := d.secretFile(rs.PasswordFile.Range(), "password_file", file, "Cannot read the password file")
+		pw := strings.TrimRight(b, "\r\n")
 		switch {
 		case err != nil:
-			d.errorf(rs.PasswordFile.Range(), "Cannot read the password file", "The password_file %s cannot be read: %v.", path, unwrapPath(err))
 		case pw == "":
-			d.errorf(rs.PasswordFile.Range(), "Empty password", "The password_file %s is empty.", path)
+			d.errorf(rs.PasswordFile.Range(), "Empty password", "The password_file is empty.")
 		default:
 			return NewSecret(pw)
 		}
 	case envOK:
+		if !envName(env) {
+			d.errorf(rs.PasswordEnv.Range(), "Invalid password_env",
+				"The password_env must name an environment variable (letters, digits and _, not starting with a digit) that holds the password, not be the password itself. The value is not shown.")
+			break
+		}
 		pw, set := os.LookupEnv(env)
 		switch {
-		case env == "":
-			d.errorf(rs.PasswordEnv.Range(), "Invalid password_env", "The password_env must name an environment variable.")
 		case !set:
-			d.errorf(rs.PasswordEnv.Range(), "Password variable not set", "The environment variable %s (password_env) is not set.", env)
+			d.errorf(rs.PasswordEnv.Range(), "Password variable not set", "The environment variable that password_env names is not set.")
 		case pw == "":
-			d.errorf(rs.PasswordEnv.Range(), "Empty password", "The environment variable %s (password_env) is empty.", env)
+			d.errorf(rs.PasswordEnv.Range(), "Empty password", "The environment variable that password_env names is empty.")
 		default:
 			return NewSecret(pw)
 		}
-	case absent(rs.PasswordFile) && absent(rs.PasswordEnv):
+	case absent(rs.PasswordFile) && absent(rs.PasswordEnv) && !inline:
 		d.errorf(rs.DefRange, "Missing SASL password", "The sasl block needs password_file (a file that holds the password) or password_env (an environment variable that holds it); the password itself is never written in the configuration.")
 	}
 	return Secret{}
+}
+
+// secretFile reads the file of the argument name (password_file, token_file) whose value is
+// p, at rng. When it cannot, it records the error summary, which names neither p nor the
+// path made of it (p may be a secret pasted in place of a path), and returns the error.
+func (d *decoder) secretFile(rng hcl.Range, name, p, summary string) (string, error) {
+	b, err := os.ReadFile(d.path(p))
+	if err != nil {
+		where := ""
+		if !filepath.IsAbs(p) {
+			where = " (a relative path is taken from the configuration file's directory, " + d.dir + ")"
+		}
+		d.errorf(rng, summary, "The %s cannot be read%s: %v.", name, where, unwrapPath(err))
+	}
+	return string(b), err
+}
+
+// envName reports whether s is a portable environment variable name: letters, digits and
+// "_", not starting with a digit.
+func envName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // byteSizeWithin is byteSize with bounds.

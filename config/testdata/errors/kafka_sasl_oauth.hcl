@@ -18,4 +18,4 @@ processor "count" {
 
 # expect: 8:21: error: Argument not used by OAUTHBEARER | remove username
 # expect: 9:21: error: Argument not used by OAUTHBEARER | remove password_file
-# expect: 10:21: error: Cannot read the OAUTHBEARER token | ok.wasm is empty
+# expect: 10:21: error: Empty OAUTHBEARER token | The token_file is empty

@@ -15,4 +15,6 @@ processor "count" {
 
 # expect: 5:3: error: Missing required argument | "username" is required
 # expect: 6:20: warning: Password sent in plain text | without a kafka.tls block
-# expect: 7:20: error: Password variable not set | STATEHOST_TEST_UNSET_PASSWORD (password_env) is not set
+# expect: 7:20: error: Password variable not set | The environment variable that password_env names is not set
+# A password pasted in place of a name could be a valid name: the name is not printed either.
+# not printed: STATEHOST_TEST_UNSET_PASSWORD
