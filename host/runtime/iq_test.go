@@ -260,8 +260,10 @@ processor "count" {
 		return nil, nil, false
 	})
 	in = start(t, cfg, brokers)
-	waitFor(t, 30*time.Second, "the task to restore", func() bool {
-		return in.rt.status.state(taskID{Processor: "count", Partition: 0}) == "restoring" && in.rt.local.adminAddr() != ""
+	// The task is restoring before its restore has read the changelog's end and started.
+	waitFor(t, 30*time.Second, "the task's restore to start", func() bool {
+		ts := in.rt.status.snapshot()
+		return len(ts) == 1 && ts[0].State == "restoring" && len(ts[0].Restores) == 1 && in.rt.local.adminAddr() != ""
 	})
 	code, body, resp := query(t, noRedirect, in, "/v1/stores/counts/keys/k1")
 	if code != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
