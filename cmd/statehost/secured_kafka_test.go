@@ -147,8 +147,9 @@ func securedSettings(t *testing.T, c *kafkacluster.Cluster) {
 	for _, m := range []struct{ name, block string }{
 		{"PLAIN", hclBlock("tls", "ca_file", sec.CAFile) +
 			hclBlock("sasl", "mechanism", "PLAIN", "username", sec.PlainUsername, "password_file", sec.PlainPasswordFile)},
+		// A user with SCRAM-SHA-256 credentials only: SCRAM-SHA-512 would fail with it.
 		{"SCRAM-SHA-256", hclBlock("tls", "ca_file", sec.CAFile) +
-			hclBlock("sasl", "mechanism", "SCRAM-SHA-256", "username", sec.ScramUsername, "password_file", sec.ScramPasswordFile)},
+			hclBlock("sasl", "mechanism", "SCRAM-SHA-256", "username", sec.Scram256Username, "password_file", sec.Scram256PasswordFile)},
 		{"OAUTHBEARER token file", hclBlock("tls", "ca_file", sec.CAFile) +
 			hclBlock("sasl", "mechanism", "OAUTHBEARER", "token_file", sec.OAuthTokenFile)},
 		// The brokers request a client certificate but do not require one: this shows that a
@@ -175,6 +176,20 @@ func securedSettings(t *testing.T, c *kafkacluster.Cluster) {
 			}
 		})
 	}
+
+	// The mechanism is the one asked for: the SCRAM-SHA-256 user has no SCRAM-SHA-512
+	// credentials.
+	t.Run("SCRAM-SHA-512 of a SCRAM-SHA-256 user", func(t *testing.T) {
+		path := writeKafkaConfig(t, "secured", []string{addr}, hclBlock("tls", "ca_file", sec.CAFile)+
+			hclBlock("sasl", "mechanism", "SCRAM-SHA-512", "username", sec.Scram256Username, "password_file", sec.Scram256PasswordFile), "")
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		r := runCLI(ctx, "", "consume", "--config", path, "scram-sha-512")
+		want := fmt.Sprintf("broker %s: SASL SCRAM-SHA-512 authentication of user", addr)
+		if r.code != exitFailure || !strings.Contains(r.stderr, want) {
+			t.Fatalf("consume --config with SCRAM-SHA-512 for a SCRAM-SHA-256 user: %v\nwant exit %d and an error with %q", r, exitFailure, want)
+		}
+	})
 
 	t.Run("wrong server_name", func(t *testing.T) {
 		path := writeKafkaConfig(t, "secured", []string{addr},

@@ -27,6 +27,9 @@ func TestReadSecurity(t *testing.T) {
 		"SCRAM_USERNAME=statehost-scram",
 		"SCRAM_PASSWORD='a b'\\''c'",
 		"SCRAM_PASSWORD_FILE=/d/scram.password",
+		"SCRAM256_USERNAME=statehost-scram256",
+		"SCRAM256_PASSWORD=def456",
+		"SCRAM256_PASSWORD_FILE=/d/scram256.password",
 		"OAUTHBEARER_TOKEN_FILE=/d/oauth.token",
 		"LATER_KEY=ignored",
 	}
@@ -51,6 +54,9 @@ func TestReadSecurity(t *testing.T) {
 		"SCRAM_USERNAME":         s.ScramUsername,
 		"SCRAM_PASSWORD":         s.ScramPassword,
 		"SCRAM_PASSWORD_FILE":    s.ScramPasswordFile,
+		"SCRAM256_USERNAME":      s.Scram256Username,
+		"SCRAM256_PASSWORD":      s.Scram256Password,
+		"SCRAM256_PASSWORD_FILE": s.Scram256PasswordFile,
 		"OAUTHBEARER_TOKEN_FILE": s.OAuthTokenFile,
 	} {
 		out, err := exec.Command("bash", "-c", `source "$1" && printf %s "${!2}"`, "bash", path, key).Output()

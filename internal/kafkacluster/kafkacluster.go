@@ -108,6 +108,11 @@ type Security struct {
 	ScramUsername     string
 	ScramPassword     string
 	ScramPasswordFile string
+	// A user with SCRAM-SHA-256 credentials only: a client that asks for SCRAM-SHA-256 but
+	// speaks SCRAM-SHA-512 fails with it.
+	Scram256Username     string
+	Scram256Password     string
+	Scram256PasswordFile string
 	// OAuthTokenFile holds an unsecured JWT (alg none) for OAUTHBEARER, valid for a year,
 	// which the brokers' built-in unsecured validator accepts.
 	OAuthTokenFile string
@@ -348,6 +353,9 @@ func readSecurity(path string) (*Security, error) {
 		"SCRAM_USERNAME":         &s.ScramUsername,
 		"SCRAM_PASSWORD":         &s.ScramPassword,
 		"SCRAM_PASSWORD_FILE":    &s.ScramPasswordFile,
+		"SCRAM256_USERNAME":      &s.Scram256Username,
+		"SCRAM256_PASSWORD":      &s.Scram256Password,
+		"SCRAM256_PASSWORD_FILE": &s.Scram256PasswordFile,
 		"OAUTHBEARER_TOKEN_FILE": &s.OAuthTokenFile,
 	}
 	seen := make(map[string]bool)
