@@ -308,6 +308,11 @@ func explain(k config.Kafka, err error) (_ error, unreachable bool) {
 		return fmt.Errorf("the broker's listener does not enable SASL mechanism %s (kafka.sasl.mechanism): %w", k.SASL.Mechanism, err), false
 	case errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("the broker's listener takes no SASL: remove kafka.sasl, or use its SASL port: %w", err), false
+	case tlsOn && clientCertRefused(err):
+		if k.TLS.CertFile == "" {
+			return fmt.Errorf("TLS: the broker requires a client certificate: set kafka.tls.cert_file and key_file: %w", err), false
+		}
+		return fmt.Errorf("TLS: the broker refused the client certificate of kafka.tls.cert_file %s: it may not be signed by a CA the broker trusts, or be expired: %w", k.TLS.CertFile, err), false
 	case errors.As(err, &unknownCA):
 		return fmt.Errorf("TLS: the broker's certificate is not signed by a CA of %s: %w", ca, err), false
 	case errors.As(err, &hostErr):
@@ -339,4 +344,21 @@ func explain(k config.Kafka, err error) (_ error, unreachable bool) {
 		return fmt.Errorf("the broker closed the connection at the first request: %s: %w", hint, err), false
 	}
 	return err, errors.Is(err, errNoAnswer)
+}
+
+// clientCertRefused reports whether err is a TLS alert by which a broker refuses the client's
+// certificate, or its absence. crypto/tls reports a peer's alert as a *net.OpError ("remote
+// error") around an unexported type, so only its text tells which alert it was.
+func clientCertRefused(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" {
+		return false
+	}
+	switch op.Err.Error() {
+	case "tls: certificate required", "tls: bad certificate", "tls: unknown certificate authority",
+		"tls: expired certificate", "tls: unknown certificate", "tls: unsupported certificate",
+		"tls: revoked certificate":
+		return true
+	}
+	return false
 }

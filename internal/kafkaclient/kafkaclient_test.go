@@ -76,6 +76,18 @@ func loadTLS(caFile string) (*config.TLS, error) {
 	return &config.TLS{CAFile: caFile, Config: &tls.Config{RootCAs: pem, MinVersion: tls.VersionTLS12}}, nil
 }
 
+// withClientCert adds the client certificate of certs to k, as a kafka.tls block with
+// cert_file and key_file does.
+func withClientCert(t *testing.T, k *config.TLS, certs testcerts.Set) *config.TLS {
+	pair, err := tls.LoadX509KeyPair(certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.CertFile, k.KeyFile = certs.ClientCert, certs.ClientKey
+	k.Config.Certificates = []tls.Certificate{pair}
+	return k
+}
+
 func scram(pass string) *config.SASL {
 	return &config.SASL{Mechanism: config.SASLScramSHA512, Username: "scram-user", Password: config.NewSecret(pass)}
 }
@@ -164,6 +176,9 @@ func TestCheckExplains(t *testing.T) {
 		defer l.Close()
 		return l.Addr().String()
 	}()
+	mutual := certs.SecureKfake(t, []testcerts.User{{Mechanism: "SCRAM-SHA-512", Name: "scram-user", Password: "scram-pass"}},
+		kfake.SeedTopics(1, "t"), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12,
+			ClientCAs: certs.ClientCAs, ClientAuth: tls.RequireAndVerifyClientCert}))
 	const tlsToPlain = "TLS: the broker accepts connections, but the TLS handshake got no answer"
 	for _, c := range []struct {
 		name        string
@@ -177,6 +192,10 @@ func TestCheckExplains(t *testing.T) {
 		{"wrong password", []string{secure}, config.Kafka{TLS: tlsOf(certs), SASL: scram("wrong")}, []string{"the credentials of kafka.sasl may be wrong"}, false},
 		{"wrong CA", []string{secure}, config.Kafka{TLS: tlsOf(other), SASL: scram("scram-pass")}, []string{"TLS: the broker's certificate is not signed by a CA of kafka.tls.ca_file " + other.CAFile}, false},
 		{"plain text to the TLS port", []string{secure}, config.Kafka{SASL: scram("scram-pass")}, []string{"the broker closed the connection at the first request: the listener may need TLS (kafka.tls)"}, false},
+		{"no client certificate", []string{mutual}, config.Kafka{TLS: tlsOf(certs), SASL: scram("scram-pass")},
+			[]string{"TLS: the broker requires a client certificate: set kafka.tls.cert_file and key_file"}, false},
+		{"a client certificate of another CA", []string{mutual}, config.Kafka{TLS: withClientCert(t, tlsOf(certs), other), SASL: scram("scram-pass")},
+			[]string{"TLS: the broker refused the client certificate of kafka.tls.cert_file " + other.ClientCert}, false},
 		{"TLS to a plain-text port", []string{plain}, config.Kafka{TLS: tlsOf(certs)}, []string{tlsToPlain}, false},
 		// The handshake is answered: the broker is reachable but does not answer yet, as
 		// one that is still starting.
