@@ -346,12 +346,6 @@ func (ts topicSetup) validateTopics(ctx context.Context, creates []topicCreate, 
 	return nil
 }
 
-// The broker settings that bound the session timeout of a group member.
-const (
-	brokerMinSession = "group.min.session.timeout.ms"
-	brokerMaxSession = "group.max.session.timeout.ms"
-)
-
 // checkReplicationFactor checks, with diag, that the cluster has at least as many brokers as
 // kafka.replication_factor asks for, and reports whether it does (or could not tell).
 func (ts topicSetup) checkReplicationFactor(ctx context.Context, diag diagFunc) bool {
@@ -390,6 +384,12 @@ func (ts topicSetup) replicationFactor() int16 {
 	}
 	return -1
 }
+
+// The broker settings that bound the session timeout of a group member.
+const (
+	brokerMinSession = "group.min.session.timeout.ms"
+	brokerMaxSession = "group.max.session.timeout.ms"
+)
 
 // checkSessionTimeout compares the group session timeout with the range every broker allows
 // (group.min.session.timeout.ms to group.max.session.timeout.ms, which DescribeConfigs tells:
