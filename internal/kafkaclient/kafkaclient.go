@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -163,10 +163,9 @@ func askSeeds(ctx context.Context, k config.Kafka, seeds []string) []error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var (
-		errs     = make([]error, len(seeds))
-		slots    = make(chan struct{}, checkParallel)
-		answered atomic.Bool
-		wg       sync.WaitGroup
+		errs  = make([]error, len(seeds))
+		slots = make(chan struct{}, checkParallel)
+		wg    sync.WaitGroup
 	)
 	for i, seed := range seeds {
 		wg.Go(func() {
@@ -178,13 +177,12 @@ func askSeeds(ctx context.Context, k config.Kafka, seeds []string) []error {
 				return
 			}
 			if errs[i] = checkSeed(ctx, k, seed); errs[i] == nil {
-				answered.Store(true)
 				stop()
 			}
 		})
 	}
 	wg.Wait()
-	if answered.Load() {
+	if slices.Contains(errs, nil) { // a seed answered: the others were stopped
 		return nil
 	}
 	return errs
