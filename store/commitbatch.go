@@ -152,51 +152,72 @@ func (s *keySorter) sorted() []writeOrder {
 const radixSortMin = 1024
 
 // radixSort returns order sorted by (w0, w1), stably: a least-significant-digit radix sort
-// over their 16 bytes, one byte a pass, that skips the bytes in which all entries agree (a
-// short key's zero padding, a common prefix). It uses a second slice of len(order) and
-// returns whichever of the two holds the result.
+// over their 16 bytes, one byte a pass. One read of the entries counts the bytes of all 16
+// positions at once; the passes of the bytes in which all entries agree (a short key's zero
+// padding, a common prefix) are skipped. It uses a second slice of len(order) and returns
+// whichever of the two holds the result.
 func radixSort(order []writeOrder) []writeOrder {
-	if len(order) < 2 {
+	n := len(order)
+	if n < 2 {
 		return order
 	}
-	src, dst := order, make([]writeOrder, len(order))
-	var count [256]int
+	// counts[p] counts the values of byte p, 0 to 7 of w1 then 0 to 7 of w0, least
+	// significant first: the order of the passes.
+	var counts [16][256]uint32
+	for i := range order {
+		w0, w1 := order[i].w0, order[i].w1
+		counts[0][byte(w1)]++
+		counts[1][byte(w1>>8)]++
+		counts[2][byte(w1>>16)]++
+		counts[3][byte(w1>>24)]++
+		counts[4][byte(w1>>32)]++
+		counts[5][byte(w1>>40)]++
+		counts[6][byte(w1>>48)]++
+		counts[7][byte(w1>>56)]++
+		counts[8][byte(w0)]++
+		counts[9][byte(w0>>8)]++
+		counts[10][byte(w0>>16)]++
+		counts[11][byte(w0>>24)]++
+		counts[12][byte(w0>>32)]++
+		counts[13][byte(w0>>40)]++
+		counts[14][byte(w0>>48)]++
+		counts[15][byte(w0>>56)]++
+	}
+	src := order
+	var dst []writeOrder
 	for pass := range 16 {
 		shift := uint(pass%8) * 8
 		hi := pass >= 8
-		count = [256]int{}
-		if hi {
-			for i := range src {
-				count[byte(src[i].w0>>shift)]++
+		word := func(o *writeOrder) uint64 {
+			if hi {
+				return o.w0
 			}
-		} else {
-			for i := range src {
-				count[byte(src[i].w1>>shift)]++
-			}
+			return o.w1
 		}
-		first := byte(src[0].w1 >> shift)
-		if hi {
-			first = byte(src[0].w0 >> shift)
-		}
-		if count[first] == len(src) {
+		count := &counts[pass]
+		if count[byte(word(&src[0])>>shift)] == uint32(n) {
 			continue // every entry has this byte: the pass would not move any
 		}
-		sum := 0
-		for i, c := range count {
-			count[i] = sum
+		if dst == nil {
+			dst = make([]writeOrder, n)
+		}
+		var at [256]uint32
+		sum := uint32(0)
+		for d, c := range count {
+			at[d] = sum
 			sum += c
 		}
 		if hi {
 			for i := range src {
 				d := byte(src[i].w0 >> shift)
-				dst[count[d]] = src[i]
-				count[d]++
+				dst[at[d]] = src[i]
+				at[d]++
 			}
 		} else {
 			for i := range src {
 				d := byte(src[i].w1 >> shift)
-				dst[count[d]] = src[i]
-				count[d]++
+				dst[at[d]] = src[i]
+				at[d]++
 			}
 		}
 		src, dst = dst, src
