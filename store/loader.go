@@ -130,6 +130,7 @@ func (p *Partition) NewLoader() (*Loader, error) {
 	}
 	l := &Loader{p: p, m: p.t.m, empty: !data, buf: newLoadBuffer()}
 	l.m.loads.active.Add(1)
+	l.m.sched.loadStarted()
 	if p.cache != nil {
 		p.cache.clear() // the load changes keys behind the cache
 	}
@@ -289,6 +290,7 @@ func (l *Loader) release() {
 	l.m.loads.used.Add(-l.buf.bytes())
 	l.buf = newLoadBuffer()
 	l.m.loads.active.Add(-1)
+	l.m.sched.loadEnded()
 }
 
 // collect applies the outcome of the run in the background: when wait is false, only if it

@@ -91,6 +91,7 @@ type Manager struct {
 	filters *filterBudget // the key filters of the tasks' Pebble partitions
 	loads   *loadBudget   // the sort buffers of the Loaders (loader.go)
 	popts   *pebble.Options
+	sched   *compactionScheduler // holds compactions back while loaders run
 
 	mu     sync.Mutex
 	closed bool
@@ -120,7 +121,8 @@ func Open(s Settings) (*Manager, error) {
 		}
 	}
 	m := &Manager{set: s, log: s.Logger.Named("store"), tasks: make(map[TaskID]*Task), wo: pebble.NoSync,
-		caches: newCacheBudget(s.MemoryBytes), filters: newFilterBudget(s.MemoryBytes), loads: newLoadBudget(s.MemoryBytes)}
+		caches: newCacheBudget(s.MemoryBytes), filters: newFilterBudget(s.MemoryBytes), loads: newLoadBudget(s.MemoryBytes),
+		sched: newCompactionScheduler()}
 	if s.SyncCommits {
 		m.wo = pebble.Sync
 	}
@@ -141,6 +143,7 @@ func Open(s Settings) (*Manager, error) {
 		EventListener:               m.eventListener(),
 		ReadOnly:                    s.ReadOnly,
 	}
+	opts.Experimental.CompactionScheduler = m.sched
 	// Bloom filters on L0 to L5: a Get of a key the store does not hold (the first record of
 	// every new key) then skips the tables that cannot hold it instead of searching each L0
 	// table and every level's index. Pebble keeps none by default. Not on L6: Pebble's point reads do not consult L6 filters (IterOptions.UseL6Filters is
@@ -162,6 +165,7 @@ func Open(s Settings) (*Manager, error) {
 		}
 	}
 	m.db, m.popts = db, opts.Clone()
+	m.sched.setL0(func() int { return int(db.Metrics().Levels[0].Sublevels) })
 	m.popts.EnsureDefaults() // as Pebble's own copy: the loaders' sstable writers read them
 	m.log.Debug("opened", "dir", s.Dir, "memory_bytes", s.MemoryBytes)
 	return m, nil
