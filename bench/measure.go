@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,7 @@ type run struct {
 	// Restore figures (statehost contenders with -restore).
 	consumeRate  float64       // a plain consume of the changelog, records/s
 	consumeTook  time.Duration //
+	consumeRecs  int64         // the records the plain consume read
 	restored     int64         // records a cold restore applied
 	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
 	warmReplayed int64         // records replayed by a restart on the state the run left
@@ -128,38 +130,17 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		return r
 	}
 	r.hasRestore = true
-	// A plain consume of the changelog, then a cold restore of the same changelog into an
-	// empty state directory, then a restart on the state the run left.
-	if st, err = b.consume(ctx, c.changelogTopic(app), nil); err != nil {
+	// Plain consumes of the changelog and cold restores of the same changelog into an empty
+	// state directory, taken in turns, restoreRepeats of each; then a restart on the state the
+	// run left.
+	if err := b.coldRestores(ctx, r, s, c.changelogTopic(app)); err != nil {
 		r.err = err
 		return r
 	}
-	r.consumeTook = st.took
-	r.consumeRate = float64(st.records) / st.took.Seconds()
-	cold := s
-	cold.Mode, cold.Dir, cold.CPUProfile, cold.Trace = "restore", s.Dir+"-cold", "", ""
-	// The cold restore has no state, but the module's compiled code, as on any machine where
-	// statehost ran before: compiling it (a second of CPU) beside the restore would measure
-	// the compiler, on one of the two cores the restore has.
-	if err := copyDir(filepath.Join(s.Dir, app, "wasm-cache"), filepath.Join(cold.Dir, app, "wasm-cache")); err != nil {
-		r.err = fmt.Errorf("cold restore: %w", err)
-		return r
-	}
-	if b.cpuProfile != "" {
-		cold.CPUProfile = filepath.Join(b.cpuProfile, app+"-cold.pprof")
-		if s.Trace != "" {
-			cold.Trace = filepath.Join(b.cpuProfile, app+"-cold.trace")
-		}
-	}
-	rep, err := b.runToEnd(cold, app+"-cold.log")
-	if err != nil {
-		r.err = fmt.Errorf("cold restore: %w", err)
-		return r
-	}
-	r.restored, r.restoreTook = rep.Restored, time.Duration(rep.RestoreNanos)
 	warm := s
 	warm.Mode, warm.CPUProfile, warm.Trace = "restore", "", ""
-	if rep, err = b.runToEnd(warm, app+"-warm.log"); err != nil {
+	rep, err := b.runToEnd(warm, app+"-warm.log")
+	if err != nil {
 		r.err = fmt.Errorf("warm restart: %w", err)
 		return r
 	}
@@ -179,6 +160,63 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		r.err = fmt.Errorf("warm tail restore: replayed %d records of a tail of %d", r.tailReplayed, r.tailRecs)
 	}
 	return r
+}
+
+// restoreRepeats is how many times a run's plain consume and cold restore are measured: each
+// takes well under a second, where the machine's speed moves by a third from one second to
+// the next, so one of each compares noise. The medians are reported.
+const restoreRepeats = 3
+
+// coldRestores measures the plain consume of topic, the changelog of the run of s, and a cold
+// restore of it, restoreRepeats times in turns, and sets r's figures to their medians.
+func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) error {
+	var consumes, restores []time.Duration
+	for i := range restoreRepeats {
+		st, err := b.consume(ctx, topic, nil)
+		if err != nil {
+			return err
+		}
+		consumes = append(consumes, st.took)
+		if i == 0 {
+			r.consumeRecs = st.records
+		}
+		cold := s
+		cold.Mode, cold.Dir, cold.CPUProfile, cold.Trace = "restore", fmt.Sprintf("%s-cold%d", s.Dir, i), "", ""
+		// The cold restore has no state, but the module's compiled code, as on any machine
+		// where statehost ran before: compiling it (a second of CPU) beside the restore would
+		// measure the compiler, on one of the two cores the restore has.
+		if err := copyDir(filepath.Join(s.Dir, s.App, "wasm-cache"), filepath.Join(cold.Dir, s.App, "wasm-cache")); err != nil {
+			return fmt.Errorf("cold restore: %w", err)
+		}
+		if b.cpuProfile != "" && i == 0 {
+			cold.CPUProfile = filepath.Join(b.cpuProfile, s.App+"-cold.pprof")
+			if s.Trace != "" {
+				cold.Trace = filepath.Join(b.cpuProfile, s.App+"-cold.trace")
+			}
+		}
+		rep, err := b.runToEnd(cold, fmt.Sprintf("%s-cold%d.log", s.App, i))
+		if err != nil {
+			return fmt.Errorf("cold restore: %w", err)
+		}
+		if i > 0 && rep.Restored != r.restored {
+			return fmt.Errorf("cold restore: restored %d records, an earlier restore of the same changelog %d", rep.Restored, r.restored)
+		}
+		r.restored = rep.Restored
+		restores = append(restores, time.Duration(rep.RestoreNanos))
+		if err := os.RemoveAll(cold.Dir); err != nil {
+			return err
+		}
+	}
+	r.consumeTook, r.restoreTook = median(consumes), median(restores)
+	r.consumeRate = float64(r.consumeRecs) / r.consumeTook.Seconds()
+	return nil
+}
+
+// median returns the median of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // child is a running child process.
