@@ -73,10 +73,22 @@ type keySorter struct {
 	// the map would cost more than it saves the sort.
 	latest map[uint64]int32
 	added  int
+	// scratch is radixSort's second slice, kept for the next sort after a reset.
+	scratch []writeOrder
 }
 
 func newKeySorter(n int, key func(i int32) []byte) *keySorter {
 	return &keySorter{key: key, order: make([]writeOrder, 0, n), latest: make(map[uint64]int32, min(n, 4096))}
+}
+
+// reset empties s for new writes, keeping its memory.
+func (s *keySorter) reset() {
+	s.order, s.added = s.order[:0], 0
+	if s.latest != nil {
+		clear(s.latest)
+	} else {
+		s.latest = make(map[uint64]int32, 4096)
+	}
 }
 
 // add adds write i, of key k; writes are added in the order they were made.
@@ -116,7 +128,7 @@ func (s *keySorter) sorted() []writeOrder {
 	if len(order) < radixSortMin {
 		slices.SortFunc(order, compare)
 	} else {
-		order = radixSort(order)
+		order, s.scratch = radixSort(order, s.scratch)
 		// Keys that share their first 16 bytes are in the order they were added: sort
 		// them by their whole keys.
 		for i := 0; i < len(order); {
@@ -154,12 +166,13 @@ const radixSortMin = 1024
 // radixSort returns order sorted by (w0, w1), stably: a least-significant-digit radix sort
 // over their 16 bytes, one byte a pass. One read of the entries counts the bytes of all 16
 // positions at once; the passes of the bytes in which all entries agree (a short key's zero
-// padding, a common prefix) are skipped. It uses a second slice of len(order) and returns
-// whichever of the two holds the result.
-func radixSort(order []writeOrder) []writeOrder {
+// padding, a common prefix) are skipped. It moves the entries between order and a second
+// slice, scratch when it is large enough, and returns the one that holds the result, then
+// the other one (nil if none was needed).
+func radixSort(order, scratch []writeOrder) (sorted, spare []writeOrder) {
 	n := len(order)
 	if n < 2 {
-		return order
+		return order, scratch
 	}
 	// counts[p] counts the values of byte p, 0 to 7 of w1 then 0 to 7 of w0, least
 	// significant first: the order of the passes.
@@ -185,6 +198,9 @@ func radixSort(order []writeOrder) []writeOrder {
 	}
 	src := order
 	var dst []writeOrder
+	if cap(scratch) >= n {
+		dst = scratch[:n]
+	}
 	for pass := range 16 {
 		shift := uint(pass%8) * 8
 		hi := pass >= 8
@@ -222,7 +238,7 @@ func radixSort(order []writeOrder) []writeOrder {
 		}
 		src, dst = dst, src
 	}
-	return src
+	return src, dst
 }
 
 // dedupSample is the number of writes after which a keySorter stops looking for a key's

@@ -264,18 +264,21 @@ func TestRadixSort(t *testing.T) {
 			}
 			return cmp.Compare(a.w1, b.w1)
 		})
-		got := radixSort(slices.Clone(order))
-		for i := range got {
-			if got[i].w0 != want[i].w0 || got[i].w1 != want[i].w1 {
-				t.Fatalf("n=%d: entry %d is %x/%x, want %x/%x", n, i, got[i].w0, got[i].w1, want[i].w0, want[i].w1)
+		// Without a scratch slice, with one too small, with a used one large enough.
+		for _, scratch := range [][]writeOrder{nil, make([]writeOrder, n/2), slices.Clone(order)} {
+			got, _ := radixSort(slices.Clone(order), scratch)
+			for i := range got {
+				if got[i].w0 != want[i].w0 || got[i].w1 != want[i].w1 {
+					t.Fatalf("n=%d, scratch of %d: entry %d is %x/%x, want %x/%x", n, len(scratch), i, got[i].w0, got[i].w1, want[i].w0, want[i].w1)
+				}
 			}
-		}
-		seen := make([]bool, n)
-		for _, o := range got {
-			seen[o.i] = true
-		}
-		if slices.Contains(seen, false) {
-			t.Fatalf("n=%d: an entry was lost", n)
+			seen := make([]bool, n)
+			for _, o := range got {
+				seen[o.i] = true
+			}
+			if slices.Contains(seen, false) {
+				t.Fatalf("n=%d, scratch of %d: an entry was lost", n, len(scratch))
+			}
 		}
 	}
 }
@@ -291,11 +294,11 @@ func BenchmarkRadixSort(b *testing.B) {
 		k := fmt.Appendf(nil, "w%07d", r.Intn(1_000_000))
 		order[i] = writeOrder{w0: keyWord(k, 0), w1: keyWord(k, 8), i: int32(i)}
 	}
-	work := make([]writeOrder, len(order))
+	work, scratch := make([]writeOrder, len(order)), make([]writeOrder, len(order))
 	b.ResetTimer()
 	for range b.N {
 		copy(work, order)
-		radixSort(work)
+		radixSort(work, scratch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(order)), "ns/record")
 }

@@ -8,6 +8,7 @@ type loadBuffer struct {
 	ents      []loadEntry
 	ks        *keySorter
 	slabBytes int64
+	spare     [][]byte // slabs of an earlier run, empty, for add to fill again (reset)
 }
 
 // loadEntry is a record of a loadBuffer: its key, then its value, at off in slab.
@@ -60,7 +61,13 @@ func (b *loadBuffer) add(w Write) {
 		if last >= 0 {
 			size = min(2*cap(b.slabs[last]), maxLoadSlab)
 		}
-		b.slabs = append(b.slabs, make([]byte, 0, max(size, n)))
+		var slab []byte
+		if k := len(b.spare) - 1; k >= 0 && cap(b.spare[k]) >= n {
+			slab, b.spare = b.spare[k], b.spare[:k]
+		} else {
+			slab = make([]byte, 0, max(size, n))
+		}
+		b.slabs = append(b.slabs, slab)
 		last++
 		b.slabBytes += int64(cap(b.slabs[last]))
 	}
@@ -104,9 +111,16 @@ func (b *loadBuffer) bytes() int64 {
 // sorted returns the last write of each key, in key order, as positions in ents.
 func (b *loadBuffer) sorted() []writeOrder { return b.ks.sorted() }
 
-// free drops the slabs; the entries and the order stay readable until then only.
-func (b *loadBuffer) free() {
-	b.slabs, b.ents, b.ks = nil, nil, nil
+// reset empties the buffer for the next run, keeping its memory: a run's buffer, once
+// written, is the loader's next one, which then allocates (and the garbage collector
+// scans) nothing new.
+func (b *loadBuffer) reset() {
+	for i := len(b.slabs) - 1; i >= 0; i-- {
+		b.spare = append(b.spare, b.slabs[i][:0]) // the first slab last: the next to be taken
+	}
+	b.slabs, b.slabBytes = b.slabs[:0], 0
+	b.ents = b.ents[:0]
+	b.ks.reset()
 }
 
 // touch reads, while the writes of order are written out in key order, the entry of the

@@ -45,12 +45,13 @@ type Loader struct {
 	empty bool // nothing lies below the next run: its deletes can be left out
 
 	buf      *loadBuffer
-	run      *loadRun   // the run being written and ingested, nil when none
-	seq      int        // runs started, to name their files
-	cp       Checkpoint // of the last Add
-	added    bool       // Add was called
-	sealed   bool       // Flush sealed the last run
-	sealedCp Checkpoint // of the last run sealed
+	spare    *loadBuffer // the buffer of the last run that ended, emptied: the next to fill
+	run      *loadRun    // the run being written and ingested, nil when none
+	seq      int         // runs started, to name their files
+	cp       Checkpoint  // of the last Add
+	added    bool        // Add was called
+	sealed   bool        // Flush sealed the last run
+	sealedCp Checkpoint  // of the last run sealed
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// droppedTo is the dropTo that the ingested runs applied: a run removes, with a range
@@ -69,6 +70,7 @@ type loadRun struct {
 	cp    Checkpoint
 	time  int64 // the stream time to record with the checkpoint, NoTime for none
 	bytes int64 // the buffer's share of the load budget, given back when the run ends
+	buf   *loadBuffer
 	files []string
 }
 
@@ -81,7 +83,8 @@ type LoadStats struct {
 // Load budget: the sort buffers of an instance's loaders hold at most
 // Settings.MemoryBytes/loadShare in all (32 MiB by default): one memtable's worth, which a
 // restore through a Loader does not fill. Each of n loaders fills its buffer up to half of
-// budget/n (but at least minLoadBuffer), so that the run being written and the one filling fit.
+// budget/n (but at least minLoadBuffer), so that the run being written and the one filling fit;
+// a run's buffer, once written, is kept for the loader's next run.
 const (
 	loadShare     = 8
 	minLoadBuffer = 256 << 10
@@ -288,7 +291,7 @@ func (l *Loader) release() {
 		l.p.filter = l.m.filters.newFilter() // it holds no key: an empty filter is exact
 	}
 	l.m.loads.used.Add(-l.buf.bytes())
-	l.buf = newLoadBuffer()
+	l.buf, l.spare = newLoadBuffer(), nil
 	l.m.loads.active.Add(-1)
 	l.m.sched.loadEnded()
 }
@@ -316,6 +319,8 @@ func (l *Loader) collect(wait bool) error {
 func (l *Loader) endRun(r *loadRun) error {
 	l.run = nil
 	l.m.loads.used.Add(-r.bytes)
+	r.buf.reset()
+	l.spare, r.buf = r.buf, nil
 	for _, f := range r.files {
 		_ = os.Remove(f) // ingested files were moved into Pebble; a failed run leaves its own
 	}
@@ -341,12 +346,15 @@ func (l *Loader) seal(last bool) error {
 		return err
 	}
 	p := l.p
-	r := &loadRun{done: make(chan struct{}), cp: l.cp, time: NoTime, bytes: l.buf.bytes()}
+	r := &loadRun{done: make(chan struct{}), cp: l.cp, time: NoTime, bytes: l.buf.bytes(), buf: l.buf}
 	if p.t.time > p.savedTime {
 		r.time = p.t.time
 	}
 	buf := l.buf
-	l.buf = newLoadBuffer()
+	if l.buf = l.spare; l.buf == nil {
+		l.buf = newLoadBuffer()
+	}
+	l.spare = nil
 	var rangeDel []byte
 	if l.dropTo != nil && bytes.Compare(l.dropTo, l.droppedTo) > 0 {
 		if !l.empty || l.seq > 0 {
@@ -445,7 +453,6 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			return err
 		}
 	}
-	buf.free()
 	if err := create("-checkpoint", func(w *sstable.Writer) error {
 		return w.Set(checkpointKey(p.id), encodeCheckpoint(r.cp))
 	}); err != nil {
