@@ -16,14 +16,14 @@ import (
 // in the -child flag; the child runs until SIGTERM, or in restore mode until its stores are
 // restored, and prints its findings as one "BENCH <json>" line on stdout.
 type spec struct {
-	Kind           string        // "statehost", "native" or "goka"
-	Mode           string        // "process" (default) or "restore" (statehost only)
+	Kind           string        // "statehost", "native", "goka", "kstreams" or "quix"
+	Mode           string        // "process" (default) or "restore" (statehost, kstreams, quix)
 	Brokers        []string      //
 	App            string        // application ID / consumer group
 	Input          string        // input topic
 	Output         string        // output topic
-	Guarantee      string        // statehost: "at_least_once" or "exactly_once"
-	Coalesce       bool          // statehost: coalesce = true on the store
+	Guarantee      string        // statehost, kstreams, quix: "at_least_once" or "exactly_once"
+	Coalesce       bool          // statehost: coalesce = true on the store; kstreams: the record cache on
 	Dir            string        // the contender's state directory
 	Module         string        // statehost: the count module's path
 	CommitInterval time.Duration //
@@ -38,6 +38,10 @@ type childReport struct {
 	Restored     int64
 	RestoreNanos int64
 	Error        string `json:",omitempty"`
+	// The peers' programs: the changelog topic (quix-streams), the JVM's largest heap
+	// (Kafka Streams).
+	Changelog string `json:",omitempty"`
+	HeapBytes int64  `json:",omitempty"`
 }
 
 // runChild runs one contender in this process, as the parent asked with -child.

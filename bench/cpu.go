@@ -36,12 +36,13 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
-// cpuMark is the CPU time of the contender and of this process (the broker) at one moment.
+// cpuMark is the CPU time of the contender and of the broker (this process, or Apache
+// Kafka's) at one moment.
 type cpuMark struct{ child, broker time.Duration }
 
-func markCPU(pid int) (cpuMark, bool) {
+func markCPU(pid, brokerPID int) (cpuMark, bool) {
 	c, err1 := cpuTime(pid)
-	b, err2 := cpuTime(os.Getpid())
+	b, err2 := cpuTime(brokerPID)
 	return cpuMark{c, b}, err1 == nil && err2 == nil
 }
 

@@ -1,10 +1,12 @@
 // Command bench runs statehost's keyed word count side by side with a hand-written Go
-// pipeline of the same semantics and durability (the practical upper bound) and with goka,
-// on one embedded broker, and prints their rates, the ratios between them, their changelog
-// volume, restore speed and peak memory.
+// pipeline of the same semantics and durability (the practical upper bound), goka, Kafka
+// Streams (bench/kstreams) and quix-streams (bench/quix), one after the other, each in a
+// process of its own, on one Apache Kafka broker (scripts/kafka), and prints their rates,
+// the ratios between them, their changelog volume, restore speed and peak memory.
 //
-//	cd bench && go run .          # the quick profile, under 3 minutes
+//	cd bench && go run .          # the quick profile, a few minutes
 //	cd bench && go run . --full   # the profile of the README's performance section
+//	cd bench && go run . -kfake   # on the embedded kfake broker: no Java, no peers
 //
 // The last lines are machine-readable: "RESULT <name>=<value>".
 package main
@@ -40,58 +42,70 @@ var contenders = []contender{
 	{name: "statehost-alos-c", kind: "statehost", guarantee: "at_least_once", cGuest: true},
 	{name: "native", kind: "native"},
 	{name: "goka", kind: "goka"},
+	// Kafka Streams 4.4 (bench/kstreams): its record cache off (every write logged, as
+	// statehost without coalescing) and on (coalescing); quix-streams (bench/quix).
+	{name: "kstreams-alos", kind: "kstreams", guarantee: "at_least_once"},
+	{name: "kstreams-alos-cache", kind: "kstreams", guarantee: "at_least_once", coalesce: true, fullOnly: true},
+	{name: "kstreams-eos", kind: "kstreams", guarantee: "exactly_once", fullOnly: true},
+	{name: "kstreams-eos-cache", kind: "kstreams", guarantee: "exactly_once", coalesce: true, fullOnly: true},
+	{name: "quix-alos", kind: "quix", guarantee: "at_least_once"},
+	{name: "quix-eos", kind: "quix", guarantee: "exactly_once", fullOnly: true},
 }
 
 func mainRun() int {
-	var (
-		childSpec  = flag.String("child", "", "internal: run one contender, as the parent asks")
-		full       = flag.Bool("full", false, "the full profile: 2M records per workload, restore figures for every statehost contender")
-		records    = flag.Int("records", 0, "records per workload (default 250000, or 2000000 with --full)")
-		keys       = flag.Int("keys", 1000000, "distinct words per workload")
-		only       = flag.String("only", "", "run only the contenders whose names match this `regexp`")
-		workloads  = flag.String("workloads", "zipf,uniform", "the workloads to run, comma-separated")
-		interval   = flag.Duration("commit-interval", time.Second, "every contender's commit interval")
-		cpuProfile = flag.String("cpuprofile", "", "write each child's CPU profile into this `dir`")
-		traces     = flag.Bool("trace", false, "with -cpuprofile: write each child's execution trace there too")
-		modulePath = flag.String("module", "", "the count `module` statehost runs (default: plugins/count, built now)")
-		keep       = flag.Bool("keep", false, "keep the working directory (state, logs) and print its path")
-		bigRestore = flag.Int("big-restore", 0, "also restore a changelog of this many `records` cold, and report the restoring process's peak RSS (e.g. 20000000)")
-	)
+	var o options
+	childSpec := flag.String("child", "", "internal: run one contender, as the parent asks")
+	flag.BoolVar(&o.full, "full", false, "the full profile: 2M records per workload, every contender, restore figures for each")
+	flag.IntVar(&o.records, "records", 0, "records per workload (default 250000, or 2000000 with --full)")
+	flag.IntVar(&o.keys, "keys", 1000000, "distinct words per workload")
+	only := flag.String("only", "", "run only the contenders whose names match this `regexp`")
+	flag.StringVar(&o.workloads, "workloads", "zipf,uniform", "the workloads to run, comma-separated")
+	flag.DurationVar(&o.interval, "commit-interval", time.Second, "every contender's commit interval")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write each statehost, native or goka child's CPU profile into this `dir`")
+	flag.BoolVar(&o.trace, "trace", false, "with -cpuprofile: write each child's execution trace there too")
+	flag.StringVar(&o.module, "module", "", "the count `module` statehost runs (default: plugins/count, built now)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (state, logs) and print its path")
+	flag.IntVar(&o.bigRestore, "big-restore", 0, "also restore a changelog of this many `records` cold, and report the restoring process's peak RSS (e.g. 20000000)")
+	flag.BoolVar(&o.kfake, "kfake", false, "run on the embedded kfake broker, in this process, instead of a one-node Apache Kafka (scripts/kafka): quicker, "+
+		"and without Java; the Kafka Streams and quix-streams contenders then do not run")
+	flag.StringVar(&o.kstreamsHeap, "kstreams-heap", "512m", "the Kafka Streams contenders' JVM heap (-Xms and -Xmx)")
 	flag.Parse()
 	if *childSpec != "" {
 		return runChild(*childSpec)
 	}
-	n := *records
-	if n == 0 {
-		n = 250000
-		if *full {
-			n = 2000000
+	if o.records == 0 {
+		o.records = 250000
+		if o.full {
+			o.records = 2000000
 		}
 	}
-	match, err := regexp.Compile(*only)
-	if err != nil {
+	var err error
+	if o.match, err = regexp.Compile(*only); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -only: %v\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	*traceFlag, *moduleFlag, *bigRestoreFlag = *traces, *modulePath, *bigRestore
-	if err := runBench(ctx, n, *keys, *workloads, match, *interval, *cpuProfile, *full, *keep); err != nil {
+	if err := runBench(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// traceFlag is -trace, moduleFlag -module, bigRestoreFlag -big-restore, for runBench.
-var (
-	traceFlag      = new(bool)
-	moduleFlag     = new(string)
-	bigRestoreFlag = new(int)
-)
+// options are the bench's flags.
+type options struct {
+	full, keep, trace, kfake bool
+	records, keys            int
+	bigRestore               int
+	match                    *regexp.Regexp
+	workloads                string
+	interval                 time.Duration
+	cpuProfile, module       string
+	kstreamsHeap             string
+}
 
-func runBench(ctx context.Context, n, keys int, workloadList string, match *regexp.Regexp, interval time.Duration,
-	cpuProfile string, full, keep bool) error {
+func runBench(ctx context.Context, o options) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -100,12 +114,12 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 	if err != nil {
 		return err
 	}
-	if keep {
+	if o.keep {
 		fmt.Printf("working directory: %s\n", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	module := *moduleFlag
+	module := o.module
 	if module == "" {
 		// The count plugin as `go run ./plugins/build count` builds it, from this checkout.
 		module = filepath.Join(dir, "count.wasm")
@@ -124,6 +138,7 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 	if err != nil {
 		return err
 	}
+	cpuProfile := o.cpuProfile
 	if cpuProfile != "" {
 		if cpuProfile, err = filepath.Abs(cpuProfile); err != nil {
 			return err
@@ -132,25 +147,60 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 			return err
 		}
 	}
-	brk, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "broker")})
-	if err != nil {
-		return err
+	var brokers []string
+	brokerPID := os.Getpid() // kfake runs in this process
+	if o.kfake {
+		brk, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "broker")})
+		if err != nil {
+			return err
+		}
+		defer brk.Close()
+		brokers = []string{brk.Addr()}
+	} else {
+		fmt.Println("starting a one-node Apache Kafka (scripts/kafka)...")
+		k, err := startKafka(ctx, filepath.Join(dir, "kafka"))
+		if err != nil {
+			return err
+		}
+		defer k.stop()
+		brokers, brokerPID = []string{k.addr}, k.pid
 	}
-	defer brk.Close()
-	b := &bench{brokers: []string{brk.Addr()}, self: self, dir: dir, module: module, cModule: cModule, interval: interval,
-		cpuProfile: cpuProfile, trace: *traceFlag, timeout: max(2*time.Minute, time.Duration(n/5000)*time.Second)}
+	n := o.records
+	b := &bench{brokers: brokers, brokerPID: brokerPID, self: self, dir: dir, module: module, cModule: cModule, interval: o.interval,
+		cpuProfile: cpuProfile, trace: o.trace, timeout: max(2*time.Minute, time.Duration(n/5000)*time.Second)}
 	adm, cl, err := adminClient(b.brokers)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	b.adm = adm
+	var selected []contender
+	wantKStreams, wantQuix := false, false
+	for _, c := range contenders {
+		if o.match.MatchString(c.name) && (o.full || !c.fullOnly) {
+			selected = append(selected, c)
+			wantKStreams = wantKStreams || c.kind == "kstreams"
+			wantQuix = wantQuix || c.kind == "quix"
+		}
+	}
+	if o.kfake {
+		b.peers = peers{kstreamsWhy: "not with -kfake", quixWhy: "not with -kfake"}
+	} else {
+		b.peers = preparePeers(ctx, wantKStreams, wantQuix, o.kstreamsHeap)
+	}
 
-	fmt.Printf("statehost bench: %d records per workload, %d distinct words, %d partitions, commit interval %s, GOMAXPROCS %d\n",
-		n, keys, partitions, interval, runtime.GOMAXPROCS(0))
+	brokerName := "Apache Kafka (one node)"
+	if o.kfake {
+		brokerName = "kfake (embedded)"
+	}
+	fmt.Printf("statehost bench: %d records per workload, %d distinct words, %d partitions, commit interval %s, GOMAXPROCS %d, broker %s\n",
+		n, o.keys, partitions, o.interval, runtime.GOMAXPROCS(0), brokerName)
+	if wantKStreams && b.peers.kstreamsJar != "" {
+		fmt.Printf("Kafka Streams: JVM heap %s (-Xms and -Xmx)\n", o.kstreamsHeap)
+	}
 	var runs []*run
-	for i, name := range strings.Split(workloadList, ",") {
-		w := &workload{name: name, topic: "words-" + name, keys: keys, n: n}
+	for i, name := range strings.Split(o.workloads, ",") {
+		w := &workload{name: name, topic: "words-" + name, keys: o.keys, n: n}
 		switch name {
 		case "zipf":
 			w.zipf = true
@@ -163,12 +213,12 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 			return err
 		}
 		fmt.Printf("%s: %d records, %d distinct words, written in %s\n", w.topic, w.n, w.distinct, time.Since(t0).Round(time.Millisecond))
-		for _, c := range contenders {
-			if !match.MatchString(c.name) {
+		for _, c := range selected {
+			if why := b.unavailable(c); why != "" {
+				fmt.Printf("  %-24s skipped: %s\n", c.name, why)
 				continue
 			}
-			withRestore := c.kind == "statehost" && !c.cGuest && (full || !c.coalesce && c.guarantee == "at_least_once")
-			r := b.measure(ctx, c, w, withRestore)
+			r := b.measure(ctx, c, w, c.restores(o.full))
 			printRun(r)
 			runs = append(runs, r)
 			if ctx.Err() != nil {
@@ -178,7 +228,7 @@ func runBench(ctx context.Context, n, keys int, workloadList string, match *rege
 		w.counts = nil // the reference is no longer needed
 	}
 	report(os.Stdout, runs)
-	if n := *bigRestoreFlag; n > 0 {
+	if n := o.bigRestore; n > 0 {
 		res, err := b.measureBigRestore(ctx, n)
 		if err != nil {
 			return fmt.Errorf("big restore: %w", err)

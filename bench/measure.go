@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,11 +26,28 @@ type contender struct {
 	name      string // as printed, and in RESULT names with '-' as '_'
 	kind      string // spec.Kind
 	guarantee string // statehost only
-	coalesce  bool   // statehost only
+	coalesce  bool   // statehost: coalescing on; kstreams: its record cache on
 	cGuest    bool   // statehost only: the C build of the count processor
+	fullOnly  bool   // runs in the --full profile only
 }
 
-// changelogTopic is where c's state changes go.
+// restores reports whether the bench measures c's cold restore: every contender that can
+// restore in the full profile, and the default setting of each system in the quick one.
+func (c contender) restores(full bool) bool {
+	switch {
+	case c.kind != "statehost" && c.kind != "kstreams" && c.kind != "quix", c.cGuest:
+		return false
+	case full:
+		return true
+	}
+	return !c.coalesce && c.guarantee == "at_least_once"
+}
+
+// isGo reports whether c runs as this program's child (and can be profiled as one).
+func (c contender) isGo() bool { return c.kind != "kstreams" && c.kind != "quix" }
+
+// changelogTopic is where c's state changes go (quix-streams names it itself, and its child
+// reports it).
 func (c contender) changelogTopic(app string) string {
 	if c.kind == "goka" {
 		return app + "-table"
@@ -57,6 +75,8 @@ type run struct {
 	consumeRecs  int64         // the records the plain consume read
 	restored     int64         // records a cold restore applied
 	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
+	changelog    string        // the changelog topic
+	heapBytes    int64         // a JVM's largest heap (Kafka Streams)
 	warmReplayed int64         // records replayed by a restart on the state the run left
 	tailRecs     int64         // records appended to the changelog after that restart (appendTail)
 	tailReplayed int64         // records the next restart replayed of them
@@ -76,6 +96,8 @@ type bench struct {
 	cpuProfile string        // a directory for the children's CPU profiles, or ""
 	trace      bool          // execution traces too, beside the profiles
 	timeout    time.Duration // a run's longest wait
+	brokerPID  int           // the broker's process: this one (kfake), or Apache Kafka's JVM
+	peers      peers         // what runs the Kafka Streams and quix-streams contenders
 }
 
 // measure runs c on w in a child process and collects its figures.
@@ -88,7 +110,7 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	if c.cGuest {
 		s.Module = b.cModule
 	}
-	if b.cpuProfile != "" {
+	if b.cpuProfile != "" && c.isGo() {
 		s.CPUProfile = filepath.Join(b.cpuProfile, app+".pprof")
 		if b.trace {
 			s.Trace = filepath.Join(b.cpuProfile, app+".trace")
@@ -110,7 +132,8 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	if rss, err := peakRSS(ch.cmd.Process.Pid); err == nil {
 		r.peakRSS = rss
 	}
-	_, rss, err := ch.stop()
+	rep, rss, err := ch.stop()
+	r.heapBytes = rep.HeapBytes
 	if r.peakRSS == 0 {
 		r.peakRSS = rss // no /proc: the rusage, which may count the parent's memory too
 	}
@@ -120,7 +143,12 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	if r.err != nil {
 		return r
 	}
-	st, err := b.readChangelog(ctx, c.changelogTopic(app), w)
+	topic := c.changelogTopic(app)
+	if rep.Changelog != "" {
+		topic = rep.Changelog // quix-streams names its changelogs itself
+	}
+	r.changelog = topic
+	st, err := b.readChangelog(ctx, c, topic, w)
 	if err != nil {
 		r.err = err
 		return r
@@ -133,14 +161,16 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	// Plain consumes of the changelog and cold restores of the same changelog into an empty
 	// state directory, taken in turns, restoreRepeats of each; then a restart on the state the
 	// run left.
-	if err := b.coldRestores(ctx, r, s, c.changelogTopic(app)); err != nil {
+	if err := b.coldRestores(ctx, r, s, topic); err != nil {
 		r.err = err
 		return r
 	}
+	if c.kind != "statehost" {
+		return r // the restart and the standby's tail are statehost's figures
+	}
 	warm := s
 	warm.Mode, warm.CPUProfile, warm.Trace = "restore", "", ""
-	rep, err := b.runToEnd(warm, app+"-warm.log")
-	if err != nil {
+	if rep, err = b.runToEnd(warm, app+"-warm.log"); err != nil {
 		r.err = fmt.Errorf("warm restart: %w", err)
 		return r
 	}
@@ -185,10 +215,12 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 		// The cold restore has no state, but the module's compiled code, as on any machine
 		// where statehost ran before: compiling it (a second of CPU) beside the restore would
 		// measure the compiler, on one of the two cores the restore has.
-		if err := copyDir(filepath.Join(s.Dir, s.App, "wasm-cache"), filepath.Join(cold.Dir, s.App, "wasm-cache")); err != nil {
-			return fmt.Errorf("cold restore: %w", err)
+		if s.Kind == "statehost" {
+			if err := copyDir(filepath.Join(s.Dir, s.App, "wasm-cache"), filepath.Join(cold.Dir, s.App, "wasm-cache")); err != nil {
+				return fmt.Errorf("cold restore: %w", err)
+			}
 		}
-		if b.cpuProfile != "" && i == 0 {
+		if b.cpuProfile != "" && i == 0 && s.CPUProfile != "" {
 			cold.CPUProfile = filepath.Join(b.cpuProfile, s.App+"-cold.pprof")
 			if s.Trace != "" {
 				cold.Trace = filepath.Join(b.cpuProfile, s.App+"-cold.trace")
@@ -237,7 +269,7 @@ func (b *bench) start(s spec, logName string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(b.self, "-child", string(arg))
+	cmd := b.command(s, string(arg))
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -350,12 +382,12 @@ func (b *bench) follow(ctx context.Context, ch *child, topic string, n int) (too
 		now := time.Now()
 		if t5.IsZero() && sum >= int64(n)/20 {
 			t5, at5 = now, sum
-			cpu5, ok5 = markCPU(ch.cmd.Process.Pid)
+			cpu5, ok5 = markCPU(ch.cmd.Process.Pid, b.brokerPID)
 		}
 		if sum >= int64(n) {
 			recs := float64(sum - at5)
 			rate = recs / now.Sub(t5).Seconds()
-			if cpu, ok := markCPU(ch.cmd.Process.Pid); ok && ok5 {
+			if cpu, ok := markCPU(ch.cmd.Process.Pid, b.brokerPID); ok && ok5 {
 				childCPU = float64((cpu.child - cpu5.child).Microseconds()) / recs
 				brokerCPU = float64((cpu.broker - cpu5.broker).Microseconds()) / recs
 			}
@@ -396,12 +428,23 @@ type logStats struct {
 	took           time.Duration
 }
 
-// readChangelog reads topic and checks that its last value of every word is w's count.
-func (b *bench) readChangelog(ctx context.Context, topic string, w *workload) (logStats, error) {
+// readChangelog reads topic, c's changelog, and checks that its last value of every word is
+// w's count.
+func (b *bench) readChangelog(ctx context.Context, c contender, topic string, w *workload) (logStats, error) {
 	last := make(map[string][]byte, w.distinct)
-	st, err := b.consume(ctx, topic, func(r *kgo.Record) { last[string(r.Key)] = r.Value })
+	var undecoded error
+	st, err := b.consume(ctx, topic, func(r *kgo.Record) {
+		k, v, err := c.decodeChangelog(r.Key, r.Value)
+		if err != nil {
+			undecoded = cmp.Or(undecoded, fmt.Errorf("bench: changelog %s partition %d offset %d: %w", topic, r.Partition, r.Offset, err))
+		}
+		last[string(k)] = v
+	})
 	if err != nil {
 		return st, err
+	}
+	if undecoded != nil {
+		return st, undecoded
 	}
 	bad := 0
 	var example string

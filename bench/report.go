@@ -19,6 +19,19 @@ func printRun(r *run) {
 		r.childCPU, r.brokerCPU, r.took.Round(time.Millisecond))
 }
 
+// kstreamsPeer names the Kafka Streams contender that c compares with: the same guarantee,
+// its record cache on where c coalesces.
+func kstreamsPeer(c contender) string {
+	name := "kstreams-alos"
+	if c.guarantee == "exactly_once" {
+		name = "kstreams-eos"
+	}
+	if c.coalesce {
+		name += "-cache"
+	}
+	return name
+}
+
 // find returns the run of contender name on workload w, or nil.
 func find(runs []*run, w, name string) *run {
 	for _, r := range runs {
@@ -58,14 +71,15 @@ func fmtRatio(x float64) string {
 func report(out io.Writer, runs []*run) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tcontender\trecords/s\tvs native\tvs goka\tCPU µs/record\tCPU vs native\tchangelog rec/input\tchangelog bytes/input\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "workload\tcontender\trecords/s\tvs native\tvs goka\tvs kstreams\tCPU µs/record\tCPU vs native\tchangelog rec/input\tchangelog bytes/input\tpeak RSS MiB\t")
 	for _, r := range runs {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%s\t%s\tfailed\t\t\t\t\t\t\t\t\n", r.w.name, r.c.name)
+			fmt.Fprintf(tw, "%s\t%s\tfailed\t\t\t\t\t\t\t\t\t\n", r.w.name, r.c.name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.1f\t%s\t%.3f\t%.1f\t%.0f\t\n", r.w.name, r.c.name, r.rate,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%.1f\t%s\t%.3f\t%.1f\t%.0f\t\n", r.w.name, r.c.name, r.rate,
 			fmtRatio(ratio(r, find(runs, r.w.name, "native"))), fmtRatio(ratio(r, find(runs, r.w.name, "goka"))),
+			fmtRatio(ratio(r, find(runs, r.w.name, kstreamsPeer(r.c)))),
 			r.childCPU, fmtRatio(cpuRatio(r, find(runs, r.w.name, "native"))),
 			float64(r.changelogRecs)/float64(r.w.n), float64(r.changelogBytes)/float64(r.w.n),
 			float64(r.peakRSS)/(1<<20))
@@ -83,9 +97,13 @@ func report(out io.Writer, runs []*run) {
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\tcold restore\trestore rec/s\trestore vs consume\twarm restart replayed\twarm tail\ttail rec/s\ttail vs processing\t")
 		for _, r := range restores {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t%d\t%d\t%.0f\t%.2fx\t\n", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
-				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate, r.warmReplayed,
-				r.tailReplayed, r.tailRate(), r.tailRate()/r.rate)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
+				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate)
+			if r.c.kind == "statehost" {
+				fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2fx\t\n", r.warmReplayed, r.tailReplayed, r.tailRate(), r.tailRate()/r.rate)
+			} else {
+				fmt.Fprintf(tw, "-\t-\t-\t-\t\n")
+			}
 		}
 		tw.Flush()
 	}
@@ -105,8 +123,10 @@ func report(out io.Writer, runs []*run) {
 		if r.hasRestore {
 			fmt.Fprintf(out, "RESULT %s_cold_restore_seconds=%.3f\n", p, r.restoreTook.Seconds())
 			fmt.Fprintf(out, "RESULT %s_restore_records_per_s=%.0f\n", p, r.restoreRate())
-			fmt.Fprintf(out, "RESULT %s_warm_restart_replayed=%d\n", p, r.warmReplayed)
-			fmt.Fprintf(out, "RESULT %s_warm_tail_records_per_s=%.0f\n", p, r.tailRate())
+			if r.c.kind == "statehost" {
+				fmt.Fprintf(out, "RESULT %s_warm_restart_replayed=%d\n", p, r.warmReplayed)
+				fmt.Fprintf(out, "RESULT %s_warm_tail_records_per_s=%.0f\n", p, r.tailRate())
+			}
 		}
 	}
 	// The headline ratios: statehost as configured by default (at_least_once, coalescing
@@ -131,6 +151,9 @@ func report(out io.Writer, runs []*run) {
 	}
 	restoreWorst, tailWorst := math.NaN(), math.NaN()
 	for _, r := range restores {
+		if r.c.kind != "statehost" {
+			continue
+		}
 		if q := r.restoreRate() / r.consumeRate; math.IsNaN(restoreWorst) || q < restoreWorst {
 			restoreWorst = q
 		}
@@ -143,10 +166,40 @@ func report(out io.Writer, runs []*run) {
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_native=%.3f\n", worst("statehost-alos-c", "native"))
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_goka=%.3f\n", worst("statehost-alos-c", "goka"))
 	fmt.Fprintf(out, "RESULT restore_vs_consume=%.3f\n", restoreWorst)
+	// Against the peers, their caches off as statehost's coalescing is by default, the worst
+	// workload: rates and restores over theirs (higher is better), peak RSS over theirs
+	// (lower is better, so the highest is the worst).
+	fmt.Fprintf(out, "RESULT wordcount_vs_kstreams=%.3f\n", worst("statehost-alos", "kstreams-alos"))
+	fmt.Fprintf(out, "RESULT wordcount_eos_vs_kstreams=%.3f\n", worst("statehost-eos", "kstreams-eos"))
+	fmt.Fprintf(out, "RESULT restore_vs_kstreams=%.3f\n", worstOf(runs, "statehost-alos", "kstreams-alos", (*run).restoreRate, false))
+	fmt.Fprintf(out, "RESULT rss_vs_kstreams=%.3f\n", worstOf(runs, "statehost-alos", "kstreams-alos", (*run).rss, true))
+	fmt.Fprintf(out, "RESULT wordcount_vs_quix=%.3f\n", worst("statehost-alos", "quix-alos"))
 	// A standby or a restart replays a tail in batches: how many times the rate at which the
 	// same contender processed (and so wrote its changelog), the worst workload.
 	fmt.Fprintf(out, "RESULT warm_tail_vs_processing=%.3f\n", tailWorst)
 }
+
+// worstOf returns, over the workloads, the worst ratio of figure f of contender name to that
+// of base: the lowest, or with higherWorse the highest; NaN where either is missing.
+func worstOf(runs []*run, name, base string, f func(*run) float64, higherWorse bool) float64 {
+	x := math.NaN()
+	for _, w := range workloadNames(runs) {
+		a, b := find(runs, w, name), find(runs, w, base)
+		if a == nil || b == nil {
+			continue
+		}
+		q := f(a) / f(b)
+		if math.IsNaN(q) || math.IsInf(q, 0) {
+			continue
+		}
+		if math.IsNaN(x) || (higherWorse && q > x) || (!higherWorse && q < x) {
+			x = q
+		}
+	}
+	return x
+}
+
+func (r *run) rss() float64 { return float64(r.peakRSS) }
 
 func (r *run) tailRate() float64 {
 	if r.tailTook <= 0 {

@@ -40,3 +40,20 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeQuixChangelog decodes a record of quix-streams' changelog as bench/quix/README.md
+// shows one, and refuses a key of another store.
+func TestDecodeQuixChangelog(t *testing.T) {
+	c := contender{kind: "quix"}
+	w, n, err := c.decodeChangelog([]byte("wee4798d|count"), []byte("4"))
+	if err != nil || string(w) != "wee4798d" || string(n) != "4" {
+		t.Fatalf("decoded %q %q %v, want wee4798d 4", w, n, err)
+	}
+	if _, _, err := c.decodeChangelog([]byte("wee4798d|other"), []byte("4")); err == nil {
+		t.Fatal("a key of another state key decoded")
+	}
+	w, n, err = contender{kind: "kstreams"}.decodeChangelog([]byte("wee4798d"), []byte("4"))
+	if err != nil || string(w) != "wee4798d" || string(n) != "4" {
+		t.Fatalf("kstreams: decoded %q %q %v", w, n, err)
+	}
+}
