@@ -38,7 +38,13 @@ var errOldFormat = errors.New("restore: message format older than v2")
 // batches, reading only their headers; from when they hold no complete batch past from. The
 // next fetch can start there before the records are decoded.
 func batchSpan(data []byte, from int64) int64 {
-	next := from
+	next, _ := batchSpanSize(data, from)
+	return next
+}
+
+// batchSpanSize is batchSpan, and also returns the size of the largest whole batch in data.
+func batchSpanSize(data []byte, from int64) (next, largest int64) {
+	next = from
 	for len(data) > batchMagicAt {
 		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
 		if n <= batchMagicAt || n > int64(len(data)) {
@@ -51,10 +57,10 @@ func batchSpan(data []byte, from int64) int64 {
 			}
 			end += int64(int32(binary.BigEndian.Uint32(data[batchLastDeltaAt:])))
 		}
-		next = max(next, end)
+		next, largest = max(next, end), max(largest, n)
 		data = data[n:]
 	}
-	return next
+	return next, largest
 }
 
 // decodeBatches appends to ws the records of a fetched partition's record batches (the

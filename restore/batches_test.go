@@ -216,3 +216,34 @@ func changelog0(t *testing.T, e *env) string {
 	e.produce(t, topic, 0, 0, 500, 50)
 	return topic
 }
+
+// TestLoadRequestsAfterLargeBatch checks that once one partition of a changelog fetched a
+// batch larger than a load asks of a partition, the next fetch asks every partition of that
+// changelog for as much, so that they are read beside each other: Kafka returns nothing of
+// such a batch to a partition that is not the first of its fetch, which would otherwise be
+// read only after the ones before it (TestColdRestoreOfLargeBatches has such batches).
+func TestLoadRequestsAfterLargeBatch(t *testing.T) {
+	r := &Restorer{loadPartBytes: loadPartitionBytes, loadMaxBytes: loadFetchBytes}
+	var loading []*target
+	for _, tp := range []struct {
+		topic string
+		part  int32
+	}{{"a-changelog", 0}, {"a-changelog", 1}, {"a-changelog", 2}, {"b-changelog", 0}} {
+		tg := &target{loadEnd: 100, loading: true}
+		tg.ls.Topic, tg.ls.Partition = tp.topic, tp.part
+		loading = append(loading, tg)
+	}
+	raiseBatchBytes(loading, "a-changelog", 900<<10)
+	limits := map[string]int32{}
+	for _, req := range r.loadRequests(loading) {
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				limits[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = rp.PartitionMaxBytes
+			}
+		}
+	}
+	want := map[string]int32{"a-changelog/0": 900 << 10, "a-changelog/1": 900 << 10, "a-changelog/2": 900 << 10, "b-changelog/0": loadPartitionBytes}
+	if !reflect.DeepEqual(limits, want) {
+		t.Fatalf("the fetch asks %v, want %v", limits, want)
+	}
+}

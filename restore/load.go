@@ -148,9 +148,13 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 				refresh, retry = true, true
 				continue
 			}
-			if tg.pos = min(batchSpan(p.rp.RecordBatches, p.from), tg.loadEnd); tg.pos > p.from {
+			next, largest := batchSpanSize(p.rp.RecordBatches, p.from)
+			if tg.pos = min(next, tg.loadEnd); tg.pos > p.from {
 				tg.lastMoved = time.Now()
 				fetched = append(fetched, p)
+				if largest > int64(r.loadPartBytes) {
+					raiseBatchBytes(loading, tg.ls.Topic, largest)
+				}
 			} else if data := p.rp.RecordBatches; len(data) >= 12 {
 				// Only the start of a batch larger than the partition's limit.
 				n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
@@ -183,6 +187,21 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 		loading = stillLoading(loading)
 	}
 	return nil
+}
+
+// raiseBatchBytes raises the partition limit of the loading targets of topic to a batch of n
+// bytes that one of them fetched. A changelog's partitions are written alike, so their
+// batches are of a size: a partition whose next batch is larger than its limit gets nothing
+// from Kafka unless it comes first in its fetch (the first partition may exceed its limit by
+// a batch), and would otherwise be read only when the ones before it are done, one partition
+// at a time, by one applier.
+func raiseBatchBytes(loading []*target, topic string, n int64) {
+	n = min(n, maxBatchBytes)
+	for _, tg := range loading {
+		if tg.ls.Topic == topic && int64(tg.batchBytes) < n {
+			tg.batchBytes = int32(n)
+		}
+	}
 }
 
 // stillLoading returns the targets of ts that are neither done nor past their load.
