@@ -22,7 +22,7 @@ type compactionScheduler struct {
 	// never while Pebble calls the scheduler, which may hold the database's lock.
 	l0    atomic.Pointer[func() int]
 	loads atomic.Int64 // loaders running
-	held  atomic.Bool  // no compaction starts: loads run and L0 is shallow
+	deep  atomic.Bool  // L0 had heldL0Limit sublevels or more when the granter last looked
 
 	mu struct {
 		sync.Mutex
@@ -58,18 +58,16 @@ var _ pebble.CompactionScheduler = (*compactionScheduler)(nil)
 func (s *compactionScheduler) setL0(f func() int) { s.l0.Store(&f) }
 
 // loadStarted and loadEnded count the loaders that run.
-func (s *compactionScheduler) loadStarted() {
-	if s.loads.Add(1) == 1 {
-		s.held.Store(true)
-	}
-}
+func (s *compactionScheduler) loadStarted() { s.loads.Add(1) }
 
 func (s *compactionScheduler) loadEnded() {
 	if s.loads.Add(-1) == 0 {
-		s.held.Store(false)
 		s.wake()
 	}
 }
+
+// held reports whether no compaction may start: loads run and L0 is shallow.
+func (s *compactionScheduler) held() bool { return s.loads.Load() > 0 && !s.deep.Load() }
 
 // wake has the granter look for compactions now.
 func (s *compactionScheduler) wake() {
@@ -82,6 +80,7 @@ func (s *compactionScheduler) wake() {
 // Register implements pebble.CompactionScheduler; a database that is closed and opened again
 // (disk.go's wipe of a corrupt one) registers again.
 func (s *compactionScheduler) Register(_ int, db pebble.DBForCompaction) {
+	s.stopGranter() // of a database whose open failed after it registered: Pebble does not unregister it
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	s.mu.Lock()
 	s.mu.db, s.mu.stop, s.mu.stopped = db, stop, stopped
@@ -93,6 +92,11 @@ func (s *compactionScheduler) Register(_ int, db pebble.DBForCompaction) {
 // calls the database.
 func (s *compactionScheduler) Unregister() {
 	s.l0.Store(nil)
+	s.stopGranter()
+}
+
+// stopGranter forgets the database and returns once the granter has stopped.
+func (s *compactionScheduler) stopGranter() {
 	s.mu.Lock()
 	stop, stopped := s.mu.stop, s.mu.stopped
 	s.mu.db, s.mu.stop, s.mu.stopped = nil, nil, nil
@@ -110,7 +114,7 @@ func (s *compactionScheduler) Unregister() {
 func (s *compactionScheduler) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.db == nil || s.held.Load() || s.mu.db.GetAllowedWithoutPermission() <= s.mu.running {
+	if s.mu.db == nil || s.held() || s.mu.db.GetAllowedWithoutPermission() <= s.mu.running {
 		return false, nil
 	}
 	s.mu.running++
@@ -133,16 +137,11 @@ func (s *compactionScheduler) granter(stop <-chan struct{}, stopped chan<- struc
 		case <-t.C:
 		case <-s.poke:
 		}
-		// Computed again each time: a load that ended while L0 was read is seen at the next
-		// turn, which its end's wake brings at once.
-		held := false
 		if s.loads.Load() > 0 {
-			held = true
 			if l0 := s.l0.Load(); l0 != nil {
-				held = (*l0)() < heldL0Limit
+				s.deep.Store((*l0)() >= heldL0Limit)
 			}
 		}
-		s.held.Store(held)
 		s.grant()
 	}
 }
@@ -155,7 +154,7 @@ func (s *compactionScheduler) grant() {
 		s.mu.grantingDone.Wait()
 	}
 	db := s.mu.db
-	if db == nil || s.held.Load() {
+	if db == nil || s.held() {
 		s.mu.Unlock()
 		return
 	}
