@@ -35,7 +35,7 @@ func newLoadBuffer() *loadBuffer {
 // doubling at a time (each doubling copies them all): the first time, for as many records of
 // avg bytes as share holds.
 func (b *loadBuffer) reserve(n int, share int64, avg int) {
-	if cap(b.ents)-len(b.ents) >= n {
+	if cap(b.ents)-len(b.ents) >= n && cap(b.ks.order)-len(b.ks.order) >= n {
 		return
 	}
 	want := len(b.ents) + n
@@ -44,8 +44,14 @@ func (b *loadBuffer) reserve(n int, share int64, avg int) {
 	} else {
 		want = max(want, 2*cap(b.ents))
 	}
-	b.ents = append(make([]loadEntry, 0, want), b.ents...)
-	b.ks.order = append(make([]writeOrder, 0, want), b.ks.order...)
+	// Each only when it lacks room: a reused buffer's order may be the radix sort's other
+	// slice, of the last run's length.
+	if cap(b.ents)-len(b.ents) < n {
+		b.ents = append(make([]loadEntry, 0, want), b.ents...)
+	}
+	if cap(b.ks.order)-len(b.ks.order) < n {
+		b.ks.order = append(make([]writeOrder, 0, want), b.ks.order...)
+	}
 }
 
 // loadEntryBytes is what a record costs a loadBuffer beside its key and value: its entry
@@ -115,6 +121,10 @@ func (b *loadBuffer) sorted() []writeOrder { return b.ks.sorted() }
 // written, is the loader's next one, which then allocates (and the garbage collector
 // scans) nothing new.
 func (b *loadBuffer) reset() {
+	// The slabs of the run before that this one did not take (a record larger than the next
+	// one) are dropped: a buffer keeps at most one run's slabs.
+	clear(b.spare)
+	b.spare = b.spare[:0]
 	for i := len(b.slabs) - 1; i >= 0; i-- {
 		b.spare = append(b.spare, b.slabs[i][:0]) // the first slab last: the next to be taken
 	}
