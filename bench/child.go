@@ -38,10 +38,8 @@ type childReport struct {
 	Restored     int64
 	RestoreNanos int64
 	Error        string `json:",omitempty"`
-	// The peers' programs: the changelog topic (quix-streams), the JVM's largest heap
-	// (Kafka Streams).
+	// The changelog topic, where the contender names it itself (quix-streams).
 	Changelog string `json:",omitempty"`
-	HeapBytes int64  `json:",omitempty"`
 }
 
 // runChild runs one contender in this process, as the parent asked with -child.

@@ -72,11 +72,8 @@ type run struct {
 	// Restore figures (statehost contenders with -restore).
 	consumeRate  float64       // a plain consume of the changelog, records/s
 	consumeTook  time.Duration //
-	consumeRecs  int64         // the records the plain consume read
 	restored     int64         // records a cold restore applied
 	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
-	changelog    string        // the changelog topic
-	heapBytes    int64         // a JVM's largest heap (Kafka Streams)
 	warmReplayed int64         // records replayed by a restart on the state the run left
 	tailRecs     int64         // records appended to the changelog after that restart (appendTail)
 	tailReplayed int64         // records the next restart replayed of them
@@ -133,7 +130,6 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		r.peakRSS = rss
 	}
 	rep, rss, err := ch.stop()
-	r.heapBytes = rep.HeapBytes
 	if r.peakRSS == 0 {
 		r.peakRSS = rss // no /proc: the rusage, which may count the parent's memory too
 	}
@@ -147,7 +143,6 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	if rep.Changelog != "" {
 		topic = rep.Changelog // quix-streams names its changelogs itself
 	}
-	r.changelog = topic
 	st, err := b.readChangelog(ctx, c, topic, w)
 	if err != nil {
 		r.err = err
@@ -201,15 +196,13 @@ const restoreRepeats = 3
 // restore of it, restoreRepeats times in turns, and sets r's figures to their medians.
 func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) error {
 	var consumes, restores []time.Duration
+	var records int64 // the changelog's, as a plain consume reads them
 	for i := range restoreRepeats {
 		st, err := b.consume(ctx, topic, nil)
 		if err != nil {
 			return err
 		}
-		consumes = append(consumes, st.took)
-		if i == 0 {
-			r.consumeRecs = st.records
-		}
+		consumes, records = append(consumes, st.took), st.records
 		cold := s
 		cold.Mode, cold.Dir, cold.CPUProfile, cold.Trace = "restore", fmt.Sprintf("%s-cold%d", s.Dir, i), "", ""
 		// The cold restore has no state, but the module's compiled code, as on any machine
@@ -220,7 +213,7 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 				return fmt.Errorf("cold restore: %w", err)
 			}
 		}
-		if b.cpuProfile != "" && i == 0 && s.CPUProfile != "" {
+		if i == 0 && s.CPUProfile != "" {
 			cold.CPUProfile = filepath.Join(b.cpuProfile, s.App+"-cold.pprof")
 			if s.Trace != "" {
 				cold.Trace = filepath.Join(b.cpuProfile, s.App+"-cold.trace")
@@ -240,7 +233,7 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 		}
 	}
 	r.consumeTook, r.restoreTook = median(consumes), median(restores)
-	r.consumeRate = float64(r.consumeRecs) / r.consumeTook.Seconds()
+	r.consumeRate = float64(records) / r.consumeTook.Seconds()
 	return nil
 }
 
