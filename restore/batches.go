@@ -36,14 +36,9 @@ var errOldFormat = errors.New("restore: message format older than v2")
 
 // batchSpan returns the offset after the last complete batch of a fetched partition's record
 // batches, reading only their headers; from when they hold no complete batch past from. The
-// next fetch can start there before the records are decoded.
-func batchSpan(data []byte, from int64) int64 {
-	next, _ := batchSpanSize(data, from)
-	return next
-}
-
-// batchSpanSize is batchSpan, and also returns the size of the largest whole batch in data.
-func batchSpanSize(data []byte, from int64) (next, largest int64) {
+// next fetch can start there before the records are decoded. It also returns the size of the
+// largest of those batches.
+func batchSpan(data []byte, from int64) (next, largest int64) {
 	next = from
 	for len(data) > batchMagicAt {
 		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))

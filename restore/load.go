@@ -148,7 +148,7 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 				refresh, retry = true, true
 				continue
 			}
-			next, largest := batchSpanSize(p.rp.RecordBatches, p.from)
+			next, largest := batchSpan(p.rp.RecordBatches, p.from)
 			if tg.pos = min(next, tg.loadEnd); tg.pos > p.from {
 				tg.lastMoved = time.Now()
 				fetched = append(fetched, p)
