@@ -204,14 +204,12 @@ func radixSort(order, scratch []writeOrder) (sorted, spare []writeOrder) {
 	for pass := range 16 {
 		shift := uint(pass%8) * 8
 		hi := pass >= 8
-		word := func(o *writeOrder) uint64 {
-			if hi {
-				return o.w0
-			}
-			return o.w1
+		first := src[0].w1
+		if hi {
+			first = src[0].w0
 		}
 		count := &counts[pass]
-		if count[byte(word(&src[0])>>shift)] == uint32(n) {
+		if count[byte(first>>shift)] == uint32(n) {
 			continue // every entry has this byte: the pass would not move any
 		}
 		if dst == nil {
