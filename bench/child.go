@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"syscall"
@@ -28,6 +29,7 @@ type spec struct {
 	Module         string        // statehost: the count module's path
 	CommitInterval time.Duration //
 	CPUProfile     string        // write a CPU profile of the whole run to this file
+	HeapProfile    string        // write a heap profile to this file when asked to stop
 	Trace          string        // write an execution trace of the whole run to this file
 }
 
@@ -81,6 +83,19 @@ func runChild(arg string) int {
 			f.Close()
 		}()
 	}
+	if s.HeapProfile != "" {
+		// The contender runs until the profile is written: what it held while it ran, not
+		// what is left as it closes.
+		asked := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			<-asked.Done()
+			writeHeapProfile(s.HeapProfile)
+			cancel()
+		}()
+	}
 	var (
 		rep childReport
 		err error
@@ -105,4 +120,18 @@ func runChild(arg string) int {
 		return 1
 	}
 	return 0
+}
+
+// writeHeapProfile writes the heap in use to path.
+func writeHeapProfile(path string) {
+	runtime.GC() // the profile reports the heap as of the last collection
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench child: %v\n", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "bench child: heap profile: %v\n", err)
+	}
 }

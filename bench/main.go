@@ -61,7 +61,8 @@ func mainRun() int {
 	only := flag.String("only", "", "run only the contenders whose names match this `regexp`")
 	flag.StringVar(&o.workloads, "workloads", "zipf,uniform", "the workloads to run, comma-separated")
 	flag.DurationVar(&o.interval, "commit-interval", time.Second, "every contender's commit interval")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write each statehost, native or goka child's CPU profile into this `dir`")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write each statehost, native or goka child's CPU profile into this `dir`, "+
+		"and the heap profile of each processing run as it is asked to stop (<app>.heap)")
 	flag.BoolVar(&o.trace, "trace", false, "with -cpuprofile: write each child's execution trace there too")
 	flag.StringVar(&o.module, "module", "", "the count `module` statehost runs (default: plugins/count, built now)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (state, logs) and print its path")

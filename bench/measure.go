@@ -109,6 +109,7 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	}
 	if b.cpuProfile != "" && c.isGo() {
 		s.CPUProfile = filepath.Join(b.cpuProfile, app+".pprof")
+		s.HeapProfile = filepath.Join(b.cpuProfile, app+".heap")
 		if b.trace {
 			s.Trace = filepath.Join(b.cpuProfile, app+".trace")
 		}
@@ -164,7 +165,7 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		return r // the restart and the standby's tail are statehost's figures
 	}
 	warm := s
-	warm.Mode, warm.CPUProfile, warm.Trace = "restore", "", ""
+	warm.Mode, warm.CPUProfile, warm.HeapProfile, warm.Trace = "restore", "", "", ""
 	if rep, err = b.runToEnd(warm, app+"-warm.log"); err != nil {
 		r.err = fmt.Errorf("warm restart: %w", err)
 		return r
@@ -204,7 +205,7 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 		}
 		consumes, records = append(consumes, st.took), st.records
 		cold := s
-		cold.Mode, cold.Dir, cold.CPUProfile, cold.Trace = "restore", fmt.Sprintf("%s-cold%d", s.Dir, i), "", ""
+		cold.Mode, cold.Dir, cold.CPUProfile, cold.HeapProfile, cold.Trace = "restore", fmt.Sprintf("%s-cold%d", s.Dir, i), "", "", ""
 		// The cold restore has no state, but the module's compiled code, as on any machine
 		// where statehost ran before: compiling it (a second of CPU) beside the restore would
 		// measure the compiler, on one of the two cores the restore has.
