@@ -1,18 +1,33 @@
-// Package engine loads stream processors compiled to WebAssembly and runs them, one instance
-// per task, against host-side stores and outputs through the statehost ABI (package abi).
+// Package engine loads stream processors compiled to WebAssembly and runs them against
+// host-side stores and outputs through the statehost ABI (package abi).
 //
 // An Engine owns one wazero runtime for the process, with an optional on-disk compilation
 // cache. Engine.Compile decodes, compiles and validates a module once per content (Module);
-// Module.Instantiate creates an Instance for one task (processor, partition, stores, outputs),
-// and Instance.ProcessBatch hands it a batch of records in one guest call. Compilation is
-// slow (about a second for a Go guest without the cache) and belongs off the processing path;
-// a hot reload compiles the new Module first and swaps instances at a commit boundary.
+// Module.Instantiate creates an Instance bound to a task (processor, partition, stores,
+// outputs), and Instance.ProcessBatch hands it a batch of records in one guest call.
+// Compilation is slow (about a second for a Go guest without the cache) and belongs off the
+// processing path; a hot reload compiles the new Module first and swaps instances at a
+// commit boundary.
+//
+// # Instances and tasks
+//
+// An instance serves one task at a time, the one it is bound to (Instance.Bind), and may
+// serve many in turn: a Pool lends a module's instances to the tasks of its processor for one
+// call each, so that memory grows with the calls that run at once (the runtime's workers),
+// not with the tasks. What the guest keeps in its memory and the names it resolved (store
+// handles, output indices) are the instance's; the stores, outputs, clock, limits and log
+// that host functions reach are the bound task's, and what the engine keeps of a task
+// between its calls (its punctuation times) is its TaskState. statehost_init runs once per
+// instance, bound to the task the instance was made for. A module that exports
+// abi.ExportInstancePerTask gets an instance per task (Module.InstancePerTask): a Pool of
+// size 1 for each task. See bind.go and pool.go.
 //
 // The engine knows no Kafka and no storage engine: it reaches state through Store, output
-// through Emitter, and logs through hclog. An Instance is not safe for concurrent use. Any
-// failure of a guest call (trap, Go panic, exit, out of memory, timeout, non-zero result,
-// protocol error, or a store or emitter failure during the call) is returned as a
-// *GuestError, and the instance is dead from then on: close it and make a new one.
+// through Emitter, and logs through hclog. An Instance is not safe for concurrent use (a
+// Pool is). Any failure of a guest call (trap, Go panic, exit, out of memory, timeout,
+// non-zero result, protocol error, or a store or emitter failure during the call) is
+// returned as a *GuestError, and the instance is dead from then on: close it (Pool.Put
+// does) and make a new one.
 //
 // # Copies and views of guest memory
 //

@@ -171,13 +171,10 @@ func hostSchedule(c call) int32 {
 	switch {
 	case !in.initializing, kind != abi.ScheduleStreamTime && kind != abi.ScheduleWallClock, interval < 1, !in.mod.hasPunctuate:
 		return abi.CodeBadArgument
-	case len(in.schedules) >= abi.MaxSchedules:
+	case len(in.defs) >= abi.MaxSchedules:
 		return abi.CodeLimit
 	}
-	s := schedule{kind: kind, interval: interval, next: abi.NoTime}
-	if kind == abi.ScheduleWallClock {
-		s.next = addTime(in.now().UnixMilli(), interval)
-	}
-	in.schedules = append(in.schedules, s)
-	return int32(len(in.schedules) - 1)
+	// The times are the task's: Instantiate hands the schedules to its TaskState (adopt).
+	in.defs = append(in.defs, schedule{kind: kind, interval: interval, next: abi.NoTime})
+	return int32(len(in.defs) - 1)
 }

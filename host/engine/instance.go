@@ -15,7 +15,9 @@ import (
 	"github.com/statehost/statehost/store"
 )
 
-// Task describes what one instance serves: a processor on one partition.
+// Task describes what an instance serves during a call: a processor on one partition. An
+// instance is bound to one task at a time (Instance.Bind); the instances of a Pool serve
+// the tasks of one processor in turn.
 type Task struct {
 	// Processor is the processor's name, used in logs and errors. Required.
 	Processor string
@@ -29,8 +31,9 @@ type Task struct {
 	// Sessions are the processor's session stores by name.
 	Sessions map[string]store.SessionStore
 	// Clock keeps the task's stream time: record_next raises it to each record's timestamp,
-	// and the window and session stores read it. Default: a clock of the instance's own,
-	// starting unknown (as a store.Task does).
+	// and the window and session stores read it. Default: a clock of the binding's own,
+	// starting unknown (as a store.Task does); a task served by several instances, or bound
+	// more than once, needs one of its own.
 	Clock Clock
 	// Outputs are the processor's output topics; the guest emits by index (0 = the first).
 	Outputs []string
@@ -40,13 +43,17 @@ type Task struct {
 	// instance logs under the sub-logger "guest" with processor and partition set.
 	Logger hclog.Logger
 	// Waits, when set, lets the task's stores and Emitter take the time they wait for room in
-	// a producer off the time limit of the instance's guest calls (see HostWaits). Give every
-	// instance of a task the same one. Default nil: every moment of a call counts.
+	// a producer off the time limit of the guest calls for the task (see HostWaits). Give
+	// every binding of a task the same one. Default nil: every moment of a call counts.
 	Waits *HostWaits
 	// LogLimiter, when set, is the rate limit of the task's guest log (Config.GuestLogRate).
-	// Give every instance of a task the same one, so that an instance that replaces a failed
-	// one starts with the limit where it was. Default nil: the instance has one of its own.
+	// Give every binding of a task the same one, so that the limit holds whichever instance
+	// serves the task. Default nil: each binding has one of its own.
 	LogLimiter *LogLimiter
+	// State keeps the task's punctuation times and guest logger between its calls, whichever
+	// instance serves them (TaskState). Give every binding of a task the same one. Default
+	// nil: each binding has one of its own, so the schedules start again at each Bind.
+	State *TaskState
 	// StoreLimits bound the changelog records of the logged stores, by store name: the
 	// largest Kafka record batch (bytes) that a write's changelog record may take alone. A
 	// state_put, state_delete, window_put or session_put whose record would not fit answers
@@ -64,7 +71,8 @@ type Task struct {
 	EmitBudget int64
 }
 
-// Instance is one instantiation of a Module serving one task.
+// Instance is one instantiation of a Module, serving the task it is bound to (Bind): one task
+// at a time, and over its life possibly many (Pool).
 //
 // An Instance is not safe for concurrent use: one goroutine at a time calls ProcessBatch,
 // and Close must not run while ProcessBatch does (it returns ErrInstanceBusy then, leaving the
@@ -76,16 +84,19 @@ type Task struct {
 // (ErrInstanceBusy and ErrClosed leave it as it was.)
 type Instance struct {
 	mod    *Module
-	task   Task
-	log    hclog.Logger
+	task   Task         // the task it is bound to (bind.go); zero when none
+	st     *TaskState   // task's state; nil when bound to no task
+	log    hclog.Logger // task's guest logger
 	guest  api.Module
 	mem    api.Memory
 	batchF api.Function
 	stack  [1]uint64
 
+	// stores are the stores the guest opened, by handle: the name and kind are the
+	// instance's, the store itself the bound task's (openStore.resolve).
 	stores       []openStore
 	storeIndex   map[string]int32
-	schedules    []schedule
+	defs         []schedule   // the schedules statehost_init made (their times are the task's: TaskState)
 	initializing bool         // statehost_init runs: schedule is allowed
 	punct        *punctuation // the punctuation being run, nil outside statehost_punctuate
 	iters        [abi.MaxOpenIterators]*openIterator
@@ -112,7 +123,7 @@ type Instance struct {
 	emittedAt int   // the cursor of the record emitted counts, -1 for none
 
 	intr           interrupter // stops a running call at its deadline or cancellation
-	logs           *LogLimiter // the task's, or the instance's own
+	logs           *LogLimiter // the bound task's, or the binding's own
 	stdout, stderr guestOutput
 	busy           atomic.Bool
 	dead           error
@@ -120,11 +131,11 @@ type Instance struct {
 }
 
 // openStore is a store opened by the guest: store for a key-value store, win for a window
-// store, sess for a session store.
+// store, sess for a session store, each of the bound task (name and kind are the instance's).
 type openStore struct {
 	name  string
 	kind  int32 // abi.StoreKeyValue, abi.StoreWindow or abi.StoreSession
-	limit int   // Task.StoreLimits' bound of the store's changelog records, 0 for none
+	limit int   // the bound task's Task.StoreLimits bound of the store's changelog records, 0 for none
 	store Store
 	win   store.WindowStore
 	sess  store.SessionStore
@@ -147,7 +158,7 @@ type Clock interface {
 	ObserveTime(ts int64)
 }
 
-// ownClock is the Clock of an instance whose Task has none.
+// ownClock is the Clock of a binding whose Task has none.
 type ownClock struct{ t int64 }
 
 func (c *ownClock) StreamTime() int64 { return c.t }
@@ -183,47 +194,27 @@ func instanceFrom(ctx context.Context) *Instance {
 	return in
 }
 
-// Instantiate creates an instance of m for task: it instantiates the module sandboxed (no
-// filesystem, network, environment or arguments; stdout and stderr go to the log), runs
-// _initialize and statehost_init if exported, within Config.BatchTimeout. A failure of guest
-// code is a *GuestError with Offset -1; a guest that exits while starting, even with code 0,
-// fails with ErrExit.
+// Instantiate creates an instance of m bound to task (Bind): it instantiates the module
+// sandboxed (no filesystem, network, environment or arguments; stdout and stderr go to the
+// log), runs _initialize and statehost_init if exported, within Config.BatchTimeout, bound
+// to task. A failure of guest code is a *GuestError with Offset -1; a guest that exits while
+// starting, even with code 0, fails with ErrExit.
+//
+// The instance may then serve other tasks of the same processor (Bind, Pool), unless the
+// module asks for an instance per task (Module.InstancePerTask).
 func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) {
-	if task.Processor == "" {
-		return nil, errors.New("engine: instantiate: Task.Processor is empty")
-	}
-	if len(task.Outputs) > 0 && task.Emitter == nil {
-		return nil, fmt.Errorf("engine: instantiate %q: Task.Emitter is nil but the task has outputs", task.Processor)
-	}
 	if m.eng.isClosed() {
 		return nil, ErrClosed
 	}
-	base := task.Logger
-	if base == nil {
-		base = m.eng.cfg.Logger
-	}
-	if task.Clock == nil {
-		if len(task.Windows)+len(task.Sessions) > 0 {
-			// The stores read their task's stream time: record_next must raise that one.
-			return nil, fmt.Errorf("engine: instantiate %q: Task.Clock is nil but the task has window or session stores", task.Processor)
-		}
-		task.Clock = &ownClock{t: abi.NoTime}
-	}
 	in := &Instance{
 		mod:        m,
-		task:       task,
-		log:        base.Named("guest").With("processor", task.Processor, "partition", task.Partition),
 		storeIndex: map[string]int32{},
-		cursor:     -1,
-		last:       -1,
+		stdout:     guestOutput{level: hclog.Debug, stream: "stdout"},
+		stderr:     guestOutput{level: hclog.Warn, stream: "stderr", keep: true},
 	}
-	in.logs = task.LogLimiter
-	if in.logs == nil {
-		in.logs = &LogLimiter{}
+	if err := in.bind(task, "instantiate"); err != nil {
+		return nil, err
 	}
-	in.logs.attach(m.eng.cfg, in.log)
-	in.stdout = guestOutput{log: in.log, level: hclog.Debug, stream: "stdout", limit: in.logs}
-	in.stderr = guestOutput{log: in.log, level: hclog.Warn, stream: "stderr", limit: in.logs, keep: true}
 
 	// No start functions: _initialize runs below, as every guest call, under the
 	// interrupter, which needs the instantiated module's global.
@@ -259,7 +250,23 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 			return nil, err
 		}
 	}
+	in.st.adopt(in.defs)
 	return in, nil
+}
+
+// ready returns why in cannot make a guest call now: closed, dead or bound to no task. The
+// caller holds busy.
+func (in *Instance) ready() error {
+	switch {
+	case in.closed:
+		return ErrClosed
+	case in.dead != nil:
+		return fmt.Errorf("engine: processor %q partition %d: %w; it failed earlier: %v",
+			in.task.Processor, in.task.Partition, ErrInstanceDead, in.dead)
+	case in.st == nil:
+		return ErrNotBound
+	}
+	return nil
 }
 
 // ProcessBatch hands records to the guest in one call of statehost_process_batch. The
@@ -276,12 +283,8 @@ func (in *Instance) ProcessBatch(ctx context.Context, records []Record) error {
 		return ErrInstanceBusy
 	}
 	defer in.busy.Store(false)
-	if in.closed {
-		return ErrClosed
-	}
-	if in.dead != nil {
-		return fmt.Errorf("engine: processor %q partition %d: %w; it failed earlier: %v",
-			in.task.Processor, in.task.Partition, ErrInstanceDead, in.dead)
+	if err := in.ready(); err != nil {
+		return err
 	}
 	if len(records) == 0 {
 		return nil
@@ -524,7 +527,7 @@ func (in *Instance) Close(ctx context.Context) error {
 	in.closed = true
 	in.closeIterators()
 	if err := in.guest.Close(ctx); err != nil {
-		return fmt.Errorf("engine: close instance of %q partition %d: %w", in.task.Processor, in.task.Partition, err)
+		return fmt.Errorf("engine: close instance of %s: %w", in.mod.name, err)
 	}
 	return nil
 }

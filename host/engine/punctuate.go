@@ -56,24 +56,20 @@ func (in *Instance) now() time.Time {
 // batches. It returns how many ran. A failure is a *GuestError whose Punctuation names the
 // punctuation; the instance is dead after it, as after a failed batch.
 func (in *Instance) Punctuate(ctx context.Context) (int, error) {
-	if len(in.schedules) == 0 {
+	if len(in.defs) == 0 {
 		return 0, nil
 	}
 	if !in.busy.CompareAndSwap(false, true) {
 		return 0, ErrInstanceBusy
 	}
 	defer in.busy.Store(false)
-	if in.closed {
-		return 0, ErrClosed
-	}
-	if in.dead != nil {
-		return 0, fmt.Errorf("engine: processor %q partition %d: %w; it failed earlier: %v",
-			in.task.Processor, in.task.Partition, ErrInstanceDead, in.dead)
+	if err := in.ready(); err != nil {
+		return 0, err
 	}
 	fn := in.guest.ExportedFunction(abi.ExportPunctuate)
 	ran := 0
-	for id := range in.schedules {
-		s := &in.schedules[id]
+	for id := range in.st.schedules {
+		s := &in.st.schedules[id]
 		var now int64
 		if s.kind == abi.ScheduleStreamTime {
 			now = in.task.Clock.StreamTime()
@@ -104,44 +100,33 @@ func (in *Instance) Punctuate(ctx context.Context) (int, error) {
 	return ran, nil
 }
 
-// PunctuationDue reports whether a punctuation is due: a stream-time one at the task's stream
-// time, or a wall-clock one at the engine's clock.
-func (in *Instance) PunctuationDue() bool {
-	for _, s := range in.schedules {
-		if s.kind == abi.ScheduleStreamTime {
-			if now := in.task.Clock.StreamTime(); now != abi.NoTime && (s.next == abi.NoTime || now >= s.next) {
-				return true
-			}
-		} else if in.now().UnixMilli() >= s.next {
-			return true
-		}
-	}
-	return false
-}
+// PunctuationDue reports whether a punctuation of the bound task is due: a stream-time one
+// at the task's stream time, or a wall-clock one at the engine's clock (TaskState).
+func (in *Instance) PunctuationDue() bool { return in.st != nil && in.st.PunctuationDue() }
 
-// NextWallPunctuation returns when the next wall-clock punctuation is due, and false when the
-// instance has none.
+// NextWallPunctuation returns when the bound task's next wall-clock punctuation is due, and
+// false when it has none (TaskState).
 func (in *Instance) NextWallPunctuation() (time.Time, bool) {
-	var next int64
-	found := false
-	for _, s := range in.schedules {
-		if s.kind == abi.ScheduleWallClock && (!found || s.next < next) {
-			next, found = s.next, true
-		}
+	if in.st == nil {
+		return time.Time{}, false
 	}
-	return time.UnixMilli(next), found
+	return in.st.NextWallPunctuation()
 }
 
-// InheritSchedules gives in the punctuation times of prev, the instance of the same module
-// that in replaces on the same task (a restart after a poison record): each schedule that prev
-// also made (same id, kind and interval) fires when prev's would have. Otherwise a wall-clock
-// punctuation would be pushed back an interval by every restart, and a stream-time one would
-// fire again at once.
+// InheritSchedules gives in's task the punctuation times of prev's, the instance of the same
+// module that in replaces on the same task (a restart after a poison record): each schedule
+// that prev also made (same id, kind and interval) fires when prev's would have. Otherwise a
+// wall-clock punctuation would be pushed back an interval by every restart, and a stream-time
+// one would fire again at once. Tasks bound with one TaskState for all their bindings
+// (Task.State) need no such call.
 func (in *Instance) InheritSchedules(prev *Instance) {
-	for i := range in.schedules {
-		if i < len(prev.schedules) && prev.schedules[i].kind == in.schedules[i].kind &&
-			prev.schedules[i].interval == in.schedules[i].interval {
-			in.schedules[i].next = prev.schedules[i].next
+	if in.st == nil || prev.st == nil || in.st == prev.st {
+		return
+	}
+	for i := range in.st.schedules {
+		if i < len(prev.st.schedules) && prev.st.schedules[i].kind == in.st.schedules[i].kind &&
+			prev.st.schedules[i].interval == in.st.schedules[i].interval {
+			in.st.schedules[i].next = prev.st.schedules[i].next
 		}
 	}
 }

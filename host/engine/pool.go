@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Pool lends the instances of one Module to the tasks of one processor, one call (a batch or
+// a punctuation) at a time: memory then grows with the calls that run at once, not with the
+// tasks.
+//
+// Get binds an idle instance to the task, or instantiates a new one for it when none is
+// idle; Put takes it back. Get never waits: when every instance is lent it makes another,
+// and Put closes an instance that would pass Size idle ones, so a pool keeps at most Size
+// instances between calls, and holds as many as run at once during them (a caller that
+// bounds its calls, as the runtime's workers do, bounds the instances). A dead instance
+// (after a *GuestError) is closed at Put and never lent again: the next Get makes a new
+// one.
+//
+// A module that asks for an instance per task (Module.InstancePerTask) gets a pool per task
+// of Size 1: the task then keeps its instance from call to call, as long as it lives.
+//
+// A Pool is safe for concurrent use.
+type Pool struct {
+	mod  *Module
+	size int
+
+	mu     sync.Mutex
+	idle   []*Instance
+	lent   int
+	closed bool
+	stats  PoolStats
+}
+
+// PoolStats counts what a Pool did.
+type PoolStats struct {
+	Idle      int   // instances idle now
+	Lent      int   // instances lent now
+	Created   int64 // instances instantiated
+	Discarded int64 // dead instances closed at Put (a failed call killed them)
+}
+
+// NewPool returns a pool of mod's instances that keeps up to size idle (at least 1).
+func NewPool(mod *Module, size int) *Pool {
+	return &Pool{mod: mod, size: max(size, 1)}
+}
+
+// Module returns the module whose instances the pool lends.
+func (p *Pool) Module() *Module { return p.mod }
+
+// Size returns how many idle instances the pool keeps at most.
+func (p *Pool) Size() int { return p.size }
+
+// Get returns an instance bound to task (Instance.Bind) for the caller's calls until Put: an
+// idle one, or a new one instantiated for task, whose _initialize and statehost_init then run
+// bound to task (Module.Instantiate: a failure there is a *GuestError). The caller must Put
+// it back, dead or alive.
+func (p *Pool) Get(ctx context.Context, task Task) (*Instance, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	var in *Instance
+	if n := len(p.idle); n > 0 {
+		in = p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+	}
+	p.lent++
+	p.mu.Unlock()
+	if in != nil {
+		if err := in.Bind(task); err != nil {
+			p.Put(ctx, in)
+			return nil, fmt.Errorf("engine: pool of %s: %w", p.mod.name, err)
+		}
+		return in, nil
+	}
+	in, err := p.mod.Instantiate(ctx, task)
+	p.mu.Lock()
+	if err == nil {
+		p.stats.Created++
+	} else {
+		p.lent--
+	}
+	p.mu.Unlock()
+	return in, err
+}
+
+// Put takes back an instance that Get lent, once the caller's call has returned: it becomes
+// idle, bound to no task, or is closed when it is dead, the pool has Size idle instances
+// already, or the pool is closed.
+func (p *Pool) Put(ctx context.Context, in *Instance) {
+	dead := in.Err() != nil
+	in.unbind() // nothing of the task stays reachable from the idle instance
+	p.mu.Lock()
+	p.lent--
+	keep := !dead && !p.closed && len(p.idle) < p.size
+	if keep {
+		p.idle = append(p.idle, in)
+	} else if dead {
+		p.stats.Discarded++
+	}
+	p.mu.Unlock()
+	if !keep {
+		if err := in.Close(context.WithoutCancel(ctx)); err != nil {
+			p.mod.eng.log.Warn("closing a plugin instance", "module", p.mod.name, "error", err)
+		}
+	}
+}
+
+// Stats returns what the pool holds and did so far.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Idle, s.Lent = len(p.idle), p.lent
+	return s
+}
+
+// Close closes the idle instances; those lent are closed when they are Put back, and Get
+// fails with ErrClosed from now on. It does not close the Module.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	var errs []error
+	for _, in := range idle {
+		errs = append(errs, in.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
