@@ -43,6 +43,15 @@ type Config struct {
 	// SessionTimeoutRange is the session_timeout attribute's value, or the start of the file
 	// when it is absent (the default): where a broker's refusal of SessionTimeout points.
 	SessionTimeoutRange hcl.Range
+	// StateMemory bounds the memory of the instance's state, however many tasks it holds:
+	// Pebble's block cache and memtables, the read caches and key filters, the sort buffers
+	// of cold restores (store.Settings.MemoryBytes). Default DefaultStateMemory (256 MiB).
+	StateMemory int64
+	// MemoryLimit is the process's soft memory limit, as GOMEMLIMIT sets it: the garbage
+	// collector works harder as the process nears it, instead of letting the heap grow to
+	// twice what it holds. 0 (the default): none, or GOMEMLIMIT's. At least StateMemory +
+	// MinMemoryBeyondState.
+	MemoryLimit int64
 
 	// StandbyReplicas is how many standby copies of each task other instances keep: they
 	// restore the task's stores from its changelog, so that one can take the task over without

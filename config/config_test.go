@@ -229,6 +229,7 @@ processor "count" {
 		CommitInterval:           30 * time.Second,
 		SessionTimeout:           10 * time.Second,
 		SessionTimeoutRange:      c.SessionTimeoutRange, // checked below
+		StateMemory:              256 << 20,
 		StandbyReplicas:          0,
 		AcceptableRecoveryLag:    10000,
 		StateCleanupDelay:        10 * time.Minute,

@@ -47,6 +47,8 @@ type rawFile struct {
 	ProcessingGuarantee hcl.Expression     `hcl:"processing_guarantee,optional"`
 	CommitInterval      hcl.Expression     `hcl:"commit_interval,optional"`
 	SessionTimeout      hcl.Expression     `hcl:"session_timeout,optional"`
+	StateMemory         hcl.Expression     `hcl:"state_memory,optional"`
+	MemoryLimit         hcl.Expression     `hcl:"memory_limit,optional"`
 	Kafka               *rawKafka          `hcl:"kafka,block"`
 	EmbeddedBroker      *rawEmbeddedBroker `hcl:"embedded_broker,block"`
 	Admin               *rawAdmin          `hcl:"admin,block"`
@@ -170,6 +172,7 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	}
 	c.CommitInterval = d.duration(raw.CommitInterval, "commit_interval", commitDefault)
 	d.decodeSessionTimeout(raw.SessionTimeout, body, c)
+	d.decodeMemory(&raw, c)
 	c.StandbyReplicas = int(d.wholeNumber(raw.StandbyReplicas, "standby_replicas", math.MaxInt32, defaultStandbyReplicas))
 	c.AcceptableRecoveryLag = d.wholeNumber(raw.AcceptableRecoveryLag, "acceptable_recovery_lag", math.MaxInt64, defaultAcceptableRecoveryLag)
 	c.StateCleanupDelay = d.millisDuration(raw.StateCleanupDelay, "state_cleanup_delay", defaultStateCleanupDelay)

@@ -28,6 +28,16 @@
 //	                                        # run checks it against the broker's
 //	                                        # group.min/max.session.timeout.ms (6s to 30m on
 //	                                        # Kafka by default, 100ms to 5m on the embedded broker)
+//	state_memory         = "256MiB"         # default "256MiB", 8MiB to 1024GiB: the memory of the
+//	                                        # instance's state, however many tasks it holds
+//	                                        # (Pebble's block cache and memtables, the read caches
+//	                                        # and key filters, cold restores' sort buffers)
+//	memory_limit         = "512MiB"         # default none (or the GOMEMLIMIT environment
+//	                                        # variable's): the process's soft memory limit (Go's
+//	                                        # GOMEMLIMIT; what -Xmx is to a JVM, without its out-of-
+//	                                        # memory error): the garbage collector works harder near
+//	                                        # it rather than let the heap grow to twice what it
+//	                                        # holds; at least state_memory + 64MiB
 //
 //	standby_replicas           = 1          # default 0, >= 0: how many standby copies of each task
 //	                                        # other instances keep, restoring its stores from the

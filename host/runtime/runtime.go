@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -249,8 +250,13 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		}
 	}()
 
+	if cfg.MemoryLimit > 0 {
+		// Process-wide, as GOMEMLIMIT: one runtime runs in a statehost process.
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+		r.log.Debug("memory limit set", "memory_limit", cfg.MemoryLimit)
+	}
 	dir := StateDir(cfg)
-	r.stores, err = store.Open(store.Settings{Dir: dir, SyncCommits: !opts.NoSyncCommits, Logger: opts.Logger})
+	r.stores, err = store.Open(store.Settings{Dir: dir, MemoryBytes: cfg.StateMemory, SyncCommits: !opts.NoSyncCommits, Logger: opts.Logger})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return nil, fmt.Errorf("runtime: state directory %s is used by another statehost process: %w", dir, err)
