@@ -19,7 +19,8 @@ const (
 	VersionExport = "statehost_abi_version_1"
 	// ExportProcessBatch is the required batch entry point: (count i32) -> i32, 0 on success.
 	ExportProcessBatch = "statehost_process_batch"
-	// ExportInit is the optional one-time setup: () -> i32, 0 on success.
+	// ExportInit is the optional setup of an instance, called once per instance before its
+	// first batch: () -> i32, 0 on success.
 	ExportInit = "statehost_init"
 	// ExportInitialize is the optional reactor constructor: () -> (), called before ExportInit.
 	ExportInitialize = "_initialize"
@@ -28,6 +29,11 @@ const (
 	// ExportPunctuate is the punctuation entry point: (id i32, time_ms i64) -> i32, 0 on
 	// success. Required only by a guest that calls schedule.
 	ExportPunctuate = "statehost_punctuate"
+	// ExportInstancePerTask is an optional marker, a function () -> () that is never called:
+	// a guest that exports it gets an instance of its own for each task, which serves no other
+	// task (as every instance did before hosts pooled them). Without it an instance may serve many tasks
+	// of its processor, one at a time.
+	ExportInstancePerTask = "statehost_instance_per_task"
 )
 
 // Functions imported from ModuleName. Every result is an i32, and so is every parameter but

@@ -23,9 +23,10 @@
 //	memory                          the guest's linear memory (required)
 //	statehost_abi_version_1  () -> ()       ABI version marker (required; never called)
 //	statehost_process_batch  (i32) -> i32   processes one batch (required)
-//	statehost_init           () -> i32      one-time setup (optional)
+//	statehost_init           () -> i32      setup of an instance, once (optional)
 //	statehost_punctuate      (i32, i64) -> i32  a punctuation (required by a guest that calls schedule)
 //	_initialize              () -> ()       reactor constructor (optional, e.g. Go, wasi-libc)
+//	statehost_instance_per_task  () -> ()   asks for an instance per task (optional; never called)
 //
 // The version is declared by exporting a function named "statehost_abi_version_" followed by
 // the decimal version (see VersionExport). The host refuses a module that exports no such
@@ -88,7 +89,9 @@
 //	store_open(name_ptr, name_len) -> handle
 //	    Resolves a store by name (1..MaxNameLen bytes) to a handle >= 0 valid for the life of
 //	    the instance; opening the same name again returns the same handle. Unknown name:
-//	    CodeUnknownStore. Call it once per store, e.g. in statehost_init.
+//	    CodeUnknownStore. Call it once per store, e.g. in statehost_init. The handle names
+//	    the store: in each call it reaches the store of that name of the task the call
+//	    serves (see "Instances and tasks").
 //	output_open(name_ptr, name_len) -> index
 //	    Resolves an output topic name to its index in the processor's declared output list.
 //	    The first declared output is always index 0 and needs no call. Unknown: CodeUnknownOutput.
@@ -177,8 +180,10 @@
 //	    Asks for punctuations every interval_ms (>= 1) of stream time (ScheduleStreamTime) or
 //	    of the host's clock (ScheduleWallClock), and returns an id >= 0 (0, 1, ... in the
 //	    order of the calls). The host then calls statehost_punctuate(id, time_ms) between
-//	    batches. Only in statehost_init: schedules live as long as the instance, and every
-//	    new instance (after a failure or a restart) schedules again in its init.
+//	    batches. Only in statehost_init: every instance of a module must make the same
+//	    schedules in the same order. The host keeps each task's punctuation times itself,
+//	    across the instances that serve the task: a new instance (after a failure, a restart
+//	    or a deploy) that makes a schedule of the same id, kind and interval continues it.
 //	    CodeBadArgument outside statehost_init, for an unknown kind, an interval below 1, or a
 //	    guest that does not export statehost_punctuate; CodeLimit past MaxSchedules.
 //
@@ -341,19 +346,41 @@
 // can also fire before the first batch of a new instance whose stream time was restored. A
 // non-zero result or a failure fails the task as a failed batch does.
 //
+// # Instances and tasks
+//
+// A task is one processor on one partition: its stores, its stream time, its outputs. An
+// instance of a guest serves one task at a time, and may serve many tasks of its processor
+// in turn: the host lends an instance to a task for one guest call (a batch or a
+// punctuation), then to another, so that its memory grows with the calls it runs at once,
+// not with its tasks. The call reaches the stores, stream time and outputs of the task it
+// serves; store handles and output indices, resolved once by name, stay valid and reach the
+// stores and outputs of that name of whichever task the call serves. What a guest keeps in
+// globals from one call to the next it may see again in a call for another task: keep
+// per-task state in stores (which the host also restores after a failure, see below), and
+// use globals only for what every task shares (handles, buffers, parsed configuration).
+//
+// A guest that cannot (it keeps per-task data in memory) exports the marker
+// statehost_instance_per_task, a function () -> () that is never called (ExportInstancePerTask):
+// the host then gives each task an instance of its own, which serves no other task, as long
+// as the task runs here. It costs an instance's memory per task.
+//
 // # Call sequence
 //
-// Instantiation of a guest for a task (one processor on one partition):
+// Instantiation of a guest (before its first call; for a task when the guest exports
+// statehost_instance_per_task):
 //
 //  1. The host instantiates the module with a fresh memory; the memory is limited (statehost
 //     default: 64 MiB) and growing past the limit fails as memory.grow does.
 //  2. If the module exports _initialize, the host calls it (Go and wasi-libc reactors run
 //     their runtime and package initializers there).
-//  3. If the module exports statehost_init, the host calls it once. It may call every
-//     function but record_next, record_headers and emit (store_open, output_open, store_info,
-//     the state, window and session functions, stream_time, schedule, log, set_error); it
-//     returns 0, or a non-zero code that makes the host refuse the instance (for example when
-//     a store it needs is unknown).
+//  3. If the module exports statehost_init, the host calls it once per instance. It may call
+//     every function but record_next, record_headers and emit (store_open, output_open,
+//     store_info, the state, window and session functions, stream_time, schedule, log,
+//     set_error); it returns 0, or a non-zero code that makes the host refuse the instance
+//     (for example when a store it needs is unknown). It runs for the task the instance is
+//     made for, which is any task of the processor: its state and window functions and
+//     stream_time reach that task's stores and time. Set up per-task state lazily in a
+//     batch instead (a guest with statehost_instance_per_task may do it here).
 //
 // One batch:
 //
@@ -372,10 +399,11 @@
 //
 // The whole call is bounded in time (statehost default: 10 s); a guest that runs longer is
 // stopped. A trap, an exit (proc_exit), running out of memory, a timeout or a non-zero result
-// fails the batch, and the host discards the instance: it never calls it again. The host may
-// later create a new instance and replay records from its last commit, so a guest must keep
-// everything that matters in stores, not in globals, and must not depend on seeing a record
-// only once.
+// fails the batch, and the host discards the instance: it never calls it again, for any task.
+// The other tasks it served are not affected: their next calls go to other instances. The
+// host may later create a new instance and replay the failed task's records from its last
+// commit, so a guest must keep everything that matters in stores, not in globals, and must
+// not depend on seeing a record only once.
 //
 // # Versioning
 //
@@ -384,4 +412,10 @@
 // be added within a version: a guest that imports a function this host lacks is refused at
 // load time with an error naming the import, and guests must treat an unknown negative code as
 // a failure. A host supports exactly one version.
+//
+// Instances that serve many tasks came within version 1: the version always said that an
+// instance may be discarded and replaced at any time and that state belongs in stores, and
+// store handles and schedules are kept as they were, so guests that follow it run unchanged.
+// A version 1 guest that kept per-task data in globals exports statehost_instance_per_task
+// (docs/decisions/20261205_pooled_instances.md).
 package abi

@@ -11,7 +11,8 @@
  *     -I abi -o guest.wasm guest.c
  *
  * A guest must not have a start section (the host refuses it): run setup in constructors
- * (called by _initialize) or in statehost_init.
+ * (called by _initialize) or in statehost_init, which runs once per instance. An instance
+ * may serve many tasks, one call at a time (STATEHOST_DECLARE_INSTANCE_PER_TASK below).
  */
 #ifndef STATEHOST_H
 #define STATEHOST_H
@@ -137,6 +138,13 @@ SH_IMPORT("schedule") int32_t sh_schedule(int32_t kind, int64_t interval_ms);
 /* Declares the ABI version: put STATEHOST_DECLARE_ABI_VERSION; once in a guest. */
 #define STATEHOST_DECLARE_ABI_VERSION \
 	SH_EXPORT("statehost_abi_version_1") void statehost_abi_version_1(void) {}
+
+/* An instance may serve many tasks of its processor, one call at a time: keep per-task state
+ * in stores, not in globals; statehost_init runs once per instance (see "Instances and tasks"
+ * in abi/doc.go). A guest that needs an instance of its own per task puts
+ * STATEHOST_DECLARE_INSTANCE_PER_TASK; once. */
+#define STATEHOST_DECLARE_INSTANCE_PER_TASK \
+	SH_EXPORT("statehost_instance_per_task") void statehost_instance_per_task(void) {}
 
 /* Unaligned little-endian reads (wasm32 is little-endian). */
 static inline int32_t sh_read_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }

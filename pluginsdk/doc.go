@@ -66,6 +66,17 @@
 // The processor function is called once per record, inside the one guest call the host
 // makes per batch. Slices the SDK returns (record key and value, store values, iterator
 // entries) are views of SDK buffers, valid until the documented next call: copy what you
-// keep. A punctuation is a guest call of its own. Keep durable state in stores, not in globals: the host may discard an instance and
-// replay records from its last commit into a new one.
+// keep. A punctuation is a guest call of its own.
+//
+// # Instances and tasks
+//
+// One instance of a plugin serves many tasks (partitions) of its processor, one call at a
+// time: the host lends it to a task for a batch or a punctuation, then to another. Context
+// reaches the stores, stream time and outputs of the task being served; the SDK opens the
+// declared stores once per instance, in statehost_init, and the handles serve every task.
+// Keep durable and per-task state in stores, not in globals: a global set for one
+// partition's record is there for the next partition's, and the host may discard an instance
+// and replay records from its last commit into a new one. Globals suit what every task
+// shares (buffers, parsed configuration). A plugin that must keep per-task data in globals
+// imports package pertask for its side effect, and gets an instance per task.
 package pluginsdk

@@ -35,6 +35,7 @@ var goGuests = map[string]string{
 	"count":       "plugins/count",
 	"leaderboard": "plugins/leaderboard",
 	"goprobe":     "host/engine/testdata/goprobe",
+	"gopertask":   "host/engine/testdata/gopertask",
 	"windowcount": "plugins/windowcount",
 	"sessionize":  "plugins/sessionize",
 }

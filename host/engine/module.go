@@ -30,7 +30,15 @@ type Module struct {
 	hasInitialize, hasInit bool
 	// hasPunctuate: the module exports statehost_punctuate, so it may schedule punctuations.
 	hasPunctuate bool
+	// perTask: the module exports statehost_instance_per_task (InstancePerTask).
+	perTask bool
 }
+
+// InstancePerTask reports whether the module asks for an instance of its own for each task
+// (it exports abi.ExportInstancePerTask): its instances must not serve more than one task,
+// so a Pool for it must be the task's alone (NewPool with size 1). Without the marker, an
+// instance may serve every task of its processor, one at a time.
+func (m *Module) InstancePerTask() bool { return m.perTask }
 
 // Name returns the name given to Compile (the file path for CompileFile).
 func (m *Module) Name() string { return m.name }
@@ -95,6 +103,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 	_, m.hasInitialize = cm.ExportedFunctions()[abi.ExportInitialize]
 	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
 	_, m.hasPunctuate = cm.ExportedFunctions()[abi.ExportPunctuate]
+	_, m.perTask = cm.ExportedFunctions()[abi.ExportInstancePerTask]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
 	return m, nil
 }
@@ -147,6 +156,7 @@ func (e *Engine) validate(cm wazero.CompiledModule) []string {
 		{abi.ExportInitialize, nil, nil, false},
 		{abi.ExportPunctuate, []api.ValueType{api.ValueTypeI32, api.ValueTypeI64}, i32, false},
 		{abi.VersionExport, nil, nil, false},
+		{abi.ExportInstancePerTask, nil, nil, false},
 	} {
 		def, ok := exports[want.name]
 		if !ok {

@@ -257,3 +257,16 @@ func TestCPrebuiltsCurrent(t *testing.T) {
 		}
 	}
 }
+// TestInstancePerTaskMarker: a module that exports abi.ExportInstancePerTask (a Go plugin
+// that imports pluginsdk/pertask) says so; one that does not may share its instances.
+func TestInstancePerTaskMarker(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	if !compile(t, e, "gopertask").InstancePerTask() {
+		t.Error("gopertask: InstancePerTask is false")
+	}
+	for _, name := range []string{"count", "count_c"} {
+		if compile(t, e, name).InstancePerTask() {
+			t.Errorf("%s: InstancePerTask is true", name)
+		}
+	}
+}
