@@ -247,9 +247,11 @@ type discardEmitter struct{}
 func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return nil }
 
 // switchModules switches the running tasks whose processor has another module than theirs,
-// at a commit boundary: nothing is in flight. The new instances start in parallel (at most
-// Options.Workers at a time), each over its task's open stores. A task that cannot start its
-// processor's module keeps its instance; its processor goes back to the module it replaced
+// at a commit boundary: nothing is in flight. Each task takes the pool of the new module
+// (pools.go) and borrows an instance of it once, in parallel (at most Options.Workers at a
+// time), over its open stores: the first ones instantiate the new module, running its init,
+// the others bind the instances that are idle by then. A task that cannot start its
+// processor's module keeps its pool; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
 // error. A busy task switches at a later boundary. The caller holds the table's lock.
 func (dp *deploys) switchModules(ctx context.Context) {
@@ -257,7 +259,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	var due []*task
 	for _, t := range dp.rt.tasks.active {
 		switch {
-		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.inst == nil || t.failed || t.mod == t.proc.mod:
+		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.pool == nil || t.failed || t.mod == t.proc.mod:
 		case t.uncommitted(): // its work is not committed yet
 		default:
 			due = append(due, t)
@@ -268,19 +270,23 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	}
 	type started struct {
 		mod  *engine.Module
-		inst *engine.Instance
+		pool *engine.Pool
+		own  bool
 		err  error
 	}
 	starts := make(map[*task]*started, len(due))
 	for _, t := range due {
-		starts[t] = &started{mod: t.proc.mod}
+		s := &started{mod: t.proc.mod}
+		s.pool, s.own = t.proc.poolFor(s.mod, dp.rt.opts.Workers)
+		starts[t] = s
 	}
 	begin := time.Now()
 	ctx = context.WithoutCancel(ctx)
 	_ = dp.rt.jobs.forEachTask(due, func(t *task) error {
-		s := starts[t] // each goroutine writes only its own entry
-		s.inst, s.err = s.mod.Instantiate(ctx, t.engineTask())
-		t.flush()  // what its init wrote
+		s := starts[t] // each goroutine writes only its own entry, and only its own task
+		t.et = t.engineTask()
+		s.err = t.start(ctx, s.pool, s.own)
+		t.flush()  // what an init wrote
 		return nil // a failure is handled below, without failing the task
 	})
 	for _, t := range due {
@@ -294,11 +300,6 @@ func (dp *deploys) switchModules(ctx context.Context) {
 			}
 			continue
 		}
-		old := t.inst
-		t.inst, t.mod = s.inst, s.mod
-		if err := old.Close(ctx); err != nil {
-			dp.rt.log.Warn("closing the previous instance", "processor", p.cfg.Name, "partition", t.id.Partition, "error", err)
-		}
 		// Every task of the round paused for the whole round: the switch waits for all.
 		dp.pauses.observe(time.Since(begin))
 		dp.rt.log.Debug("task switched module", "processor", p.cfg.Name, "partition", t.id.Partition, "hash", short(s.mod.Hash()))
@@ -306,7 +307,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 }
 
 // closeRetired closes the modules replaced by deploys that no processor and no task uses any
-// more. The caller holds the table's lock.
+// more, with their processors' pools. The caller holds the table's lock.
 func (dp *deploys) closeRetired() {
 	dp.retired = slices.DeleteFunc(dp.retired, func(mod *engine.Module) bool {
 		for _, p := range dp.rt.procs {
@@ -317,6 +318,11 @@ func (dp *deploys) closeRetired() {
 		for _, t := range dp.rt.tasks.active {
 			if t.mod == mod {
 				return false
+			}
+		}
+		for _, p := range dp.rt.procs {
+			if err := p.closePool(context.Background(), mod); err != nil {
+				dp.rt.log.Warn("closing the instances of a replaced module", "processor", p.cfg.Name, "hash", short(mod.Hash()), "error", err)
 			}
 		}
 		_ = mod.Close(context.Background())

@@ -150,7 +150,7 @@ func (d *dispatcher) dispatchHeld() {
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
 // caller holds the table's lock.
 func (d *dispatcher) dispatchable(t *task) bool {
-	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.inst == nil {
+	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.pool == nil {
 		return false
 	}
 	if d.rt.eos == nil {

@@ -14,8 +14,9 @@
 //     task's life, each with what it shows in /v1/status (statusBoard, admin.go) and what it
 //     tells the group's balancer (localState, warm.go).
 //   - A task (task.go) is one processor on one partition: its stores and records through a
-//     changelog.Task, its plugin instance, and the input records it processed since its last
-//     commit.
+//     changelog.Task, the pool of plugin instances it borrows one from for each job
+//     (pools.go: a pool per processor and module, of Options.Workers idle instances), and
+//     the input records it processed since its last commit.
 //   - The dispatcher (dispatch.go) runs the tasks' plugin calls as jobs on workers, holds the
 //     records that arrive for a busy task, and takes the ended jobs' results in.
 //   - The committer (commit.go) commits under the configured guarantee: atLeastOnce, or
@@ -40,8 +41,9 @@
 //
 // Locks are taken in this order: deploys.mu (one Deploy at a time), then taskTable.mu, then
 // the leaf locks (signals.mu, statusBoard.mu, localState.mu), which are never held while
-// waiting for anything. A job never takes taskTable.mu: while it runs only its goroutine
-// touches its task's instance and stores (dispatch.go).
+// waiting for anything (an engine.Pool's lock, procPools.mu, neither). A job never takes
+// taskTable.mu: while it runs only its goroutine touches its task's borrowed instance and
+// stores (dispatch.go).
 //
 // # A round of the loop
 //

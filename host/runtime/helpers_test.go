@@ -43,7 +43,8 @@ func TestMain(m *testing.M) {
 		"probe":       "../engine/testdata/goprobe", // each record's value is a command: "panic", ...
 		"windowcount": "../../plugins/windowcount",
 		"sessionize":  "../../plugins/sessionize",
-		"countv2":     "testdata/countv2", // count that also keeps "seen:<word>" and marks its output version=2
+		"countv2":     "testdata/countv2",             // count that also keeps "seen:<word>" and marks its output version=2
+		"pertask":     "../engine/testdata/gopertask", // asks for an instance per task; emits the records its instance saw
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

@@ -283,7 +283,7 @@ func (d *dispatcher) punctuateAll() {
 			continue
 		}
 		t.reportDropped()
-		if t.inst.PunctuationDue() {
+		if t.engState.PunctuationDue() {
 			d.startJob(t, nil)
 		}
 	}
@@ -296,10 +296,10 @@ func (d *dispatcher) nextWallPunctuation() (time.Time, bool) {
 	var next time.Time
 	found := false
 	for _, t := range d.rt.tasks.active {
-		if t.state != stateRunning || t.busy() || t.inst == nil || t.failed {
+		if t.state != stateRunning || t.busy() || t.pool == nil || t.failed {
 			continue
 		}
-		if at, ok := t.inst.NextWallPunctuation(); ok && (!found || at.Before(next)) {
+		if at, ok := t.engState.NextWallPunctuation(); ok && (!found || at.Before(next)) {
 			next, found = at, true
 		}
 	}

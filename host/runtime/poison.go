@@ -468,22 +468,13 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 	return processed, nil
 }
 
-// restartPlugin replaces the task's dead instance with a new one.
+// restartPlugin replaces the task's dead instance: the pool closes it, and lends another
+// of the module the task ran, not the processor's newest (a deployed module takes over at a
+// commit boundary, switchModules, never in the middle of an interval). The task's
+// punctuation times are its own (engine.TaskState): they carry over.
 func (t *task) restartPlugin(ctx context.Context) error {
-	prev := t.inst
-	if err := t.inst.Close(ctx); err != nil {
-		t.rt.log.Warn("closing the failed plugin instance", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
-	}
-	t.inst = nil
-	// The module the task ran, not the processor's newest: a deployed module takes over at a
-	// commit boundary (switchModules), never in the middle of an interval.
-	inst, err := t.startModule(ctx, t.mod)
-	if err != nil {
-		return err // the job fails, and with it the task
-	}
-	inst.InheritSchedules(prev) // its punctuations keep their times
-	t.inst = inst
-	return nil
+	t.giveBack(ctx)
+	return t.borrow(ctx) // on failure the job fails, and with it the task
 }
 
 // dropPoison skips or dead-letters the poison record rec that failed with ge.

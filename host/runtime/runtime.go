@@ -45,7 +45,9 @@ type Options struct {
 
 	// Workers is the number of plugin calls (jobs: a task's batch, or its punctuations) that
 	// run in parallel; a call that has run for about a commit interval (100ms to 1s) gives its
-	// place up to the next one (dispatch.go). Default: GOMAXPROCS.
+	// place up to the next one (dispatch.go). It also sizes each processor's pool of plugin
+	// instances, which its tasks borrow for each call: up to Workers idle instances per
+	// processor (pools.go). Default: GOMAXPROCS.
 	Workers int
 
 	// MaxPollRecords bounds the records one poll hands to the tasks. Default 50000: enough
@@ -154,6 +156,7 @@ type processor struct {
 	version   ModuleVersion  // mod's
 	previous  *ModuleVersion // the module before the last deploy, nil before any
 	prevMod   *engine.Module // previous's module, while a switch may go back to it
+	pools     procPools      // the pools of its modules' instances (pools.go)
 	switchErr error          // why the last deploy went back to the previous module
 }
 

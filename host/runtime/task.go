@@ -41,8 +41,9 @@ func (s taskState) String() string {
 	return "restoring"
 }
 
-// task is one processor's work on one partition: its stores (through changelog.Task), its
-// plugin instance, and the input records it processed since its last commit.
+// task is one processor's work on one partition: its stores (through changelog.Task), the
+// pool of plugin instances it borrows from, and the input records it processed since its
+// last commit.
 type task struct {
 	id         taskID
 	proc       *processor
@@ -51,16 +52,17 @@ type task struct {
 	abandoned  bool // a job of it was stopped: what it did may not be committed (the task closes or revives)
 	waitLogged bool // the wait for its previous run's records was logged
 
-	cl   *changelog.Task // nil until opened
-	inst *engine.Instance
-	mod  *engine.Module // the module inst runs
-	rt   *Runtime
+	cl  *changelog.Task // nil until opened
+	mod *engine.Module  // the module it runs, its pool's
+	rt  *Runtime
+
+	taskPlugin // its pool, the instance its job borrowed, its engine.TaskState (pools.go)
 
 	// waits takes the task's waits for room in the producer off the time limit of the guest
-	// call in progress, whichever instance of the task runs it (the changelog task's hook,
-	// and every instance's engine.Task.Waits).
+	// call in progress, whichever instance serves the task (the changelog task's hook, and
+	// engine.Task.Waits).
 	waits *engine.HostWaits
-	logs  engine.LogLimiter // the rate limit of its guests' log, kept across their instances
+	logs  engine.LogLimiter // the rate limit of its guest log, kept across the instances serving it
 
 	// last is the last record processed per input topic since the last commit; nil entries
 	// are not kept. The loop fills it when a job ends, commits read and clear it.
@@ -103,27 +105,19 @@ func (t *task) openStores() error {
 	return nil
 }
 
-// startPlugin instantiates the task's plugin, its processor's current module, over its
-// restored stores. The task is not busy.
+// startPlugin starts the task's plugin, its processor's current module, over its restored
+// stores: it takes the module's pool and borrows an instance once (start). The task is not
+// busy.
 func (t *task) startPlugin(ctx context.Context) error {
-	inst, err := t.startModule(ctx, t.proc.mod)
-	t.flush() // what its init wrote
+	t.et = t.engineTask()
+	pool, own := t.proc.poolFor(t.proc.mod, t.rt.opts.Workers)
+	err := t.start(ctx, pool, own)
+	t.flush() // what an init wrote
 	if err != nil {
-		t.failed = true // its init may have written: nothing of it may be committed
+		t.failed = true // an init may have written: nothing of it may be committed
 		return err
 	}
-	t.inst, t.mod = inst, t.proc.mod
 	return nil
-}
-
-// startModule instantiates mod as a plugin instance of the task, over its stores. What its
-// init writes stays queued: the caller flushes it (a job, at its end: flush).
-func (t *task) startModule(ctx context.Context, mod *engine.Module) (*engine.Instance, error) {
-	inst, err := mod.Instantiate(ctx, t.engineTask())
-	if err != nil {
-		return nil, fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
-	}
-	return inst, nil
 }
 
 // flush hands what the task's last plugin call wrote and emitted to the producer client.
@@ -182,7 +176,7 @@ func (t *task) engineTask() engine.Task {
 		OutputLimits: t.proc.outputLimits,
 		EmitBudget:   t.proc.cfg.EmitBudget,
 	}
-	et.LogLimiter = &t.logs
+	et.LogLimiter, et.State = &t.logs, &t.engState
 	if t.proc.cfg.OnError == config.OnErrorSkip || t.proc.cfg.OnError == config.OnErrorDeadLetter {
 		if t.guard == nil {
 			t.guard = newPoisonGuard(t)
@@ -232,6 +226,10 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 		}
 		t.batch = append(t.batch, er)
 	}
+	if err := t.borrow(ctx); err != nil {
+		return err
+	}
+	defer t.giveBack(ctx)
 	began := time.Now()
 	processed := len(recs)
 	if t.guard != nil {
@@ -252,6 +250,10 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 // punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
 // records arrive), as the task's job.
 func (t *task) punctuate(ctx context.Context) error {
+	if err := t.borrow(ctx); err != nil {
+		return err
+	}
+	defer t.giveBack(ctx)
 	n, err := t.inst.Punctuate(ctx)
 	t.flush()
 	t.rt.metrics.punctuated(t.id.Processor, n)
@@ -285,18 +287,13 @@ func (t *task) reportDropped() {
 // droppedLogInterval is the least time between two reports of a task's dropped writes.
 const droppedLogInterval = 10 * time.Second
 
-// close closes the plugin instance and the stores, dropping uncommitted writes. The task is
-// not busy (Runtime.stopJob).
+// close lets go of the plugin's pool (closing it if it is the task's own) and closes the
+// stores, dropping uncommitted writes. The task is not busy (Runtime.stopJob).
 func (t *task) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var first error
-	if t.inst != nil {
-		if err := t.inst.Close(ctx); err != nil {
-			first = fmt.Errorf("task %s: close plugin: %w", t.id, err)
-		}
-		t.inst = nil
-	}
+	t.dropPool(ctx)
 	if t.cl != nil {
 		if err := t.cl.Close(ctx); err != nil && first == nil {
 			first = fmt.Errorf("task %s: close stores: %w", t.id, err)
