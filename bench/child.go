@@ -27,6 +27,8 @@ type spec struct {
 	Coalesce       bool          // statehost: coalesce = true on the store; kstreams: the record cache on
 	Dir            string        // the contender's state directory
 	Module         string        // statehost: the count module's path
+	StateMemory    string        // statehost: state_memory
+	MemoryLimit    string        // statehost: memory_limit, or "" for none
 	CommitInterval time.Duration //
 	CPUProfile     string        // write a CPU profile of the whole run to this file
 	HeapProfile    string        // write a heap profile to this file when asked to stop

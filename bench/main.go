@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -70,6 +71,8 @@ func mainRun() int {
 	flag.BoolVar(&o.kfake, "kfake", false, "run on the embedded kfake broker, in this process, instead of a one-node Apache Kafka (scripts/kafka): quicker, "+
 		"and without Java; the Kafka Streams and quix-streams contenders then do not run")
 	flag.StringVar(&o.kstreamsHeap, "kstreams-heap", "512m", "the Kafka Streams contenders' JVM heap (-Xms and -Xmx)")
+	flag.StringVar(&o.stateMemory, "state-memory", "256MiB", "the statehost contenders' state_memory")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the statehost contenders' memory_limit (default none)")
 	flag.Parse()
 	if *childSpec != "" {
 		return runChild(*childSpec)
@@ -104,6 +107,7 @@ type options struct {
 	interval                 time.Duration
 	cpuProfile, module       string
 	kstreamsHeap             string
+	stateMemory, memoryLimit string // statehost's state_memory and memory_limit
 }
 
 func runBench(ctx context.Context, o options) error {
@@ -168,7 +172,7 @@ func runBench(ctx context.Context, o options) error {
 	}
 	n := o.records
 	b := &bench{brokers: brokers, brokerPID: brokerPID, self: self, dir: dir, module: module, cModule: cModule, interval: o.interval,
-		cpuProfile: cpuProfile, trace: o.trace, timeout: max(2*time.Minute, time.Duration(n/5000)*time.Second)}
+		cpuProfile: cpuProfile, trace: o.trace, stateMemory: o.stateMemory, memoryLimit: o.memoryLimit, timeout: max(2*time.Minute, time.Duration(n/5000)*time.Second)}
 	adm, cl, err := adminClient(b.brokers)
 	if err != nil {
 		return err
@@ -196,6 +200,7 @@ func runBench(ctx context.Context, o options) error {
 	}
 	fmt.Printf("statehost bench: %d records per workload, %d distinct words, %d partitions, commit interval %s, GOMAXPROCS %d, broker %s\n",
 		n, o.keys, partitions, o.interval, runtime.GOMAXPROCS(0), brokerName)
+	fmt.Printf("statehost: state_memory %s, memory_limit %s\n", o.stateMemory, cmp.Or(o.memoryLimit, "none"))
 	if wantKStreams && b.peers.kstreamsJar != "" {
 		fmt.Printf("Kafka Streams: JVM heap %s (-Xms and -Xmx)\n", o.kstreamsHeap)
 	}

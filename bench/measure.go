@@ -92,9 +92,12 @@ type bench struct {
 	interval   time.Duration // every contender's commit interval
 	cpuProfile string        // a directory for the children's CPU profiles, or ""
 	trace      bool          // execution traces too, beside the profiles
-	timeout    time.Duration // a run's longest wait
-	brokerPID  int           // the broker's process: this one (kfake), or Apache Kafka's JVM
-	peers      peers         // what runs the Kafka Streams and quix-streams contenders
+	// stateMemory and memoryLimit are the statehost children's state_memory and
+	// memory_limit ("": none).
+	stateMemory, memoryLimit string
+	timeout                  time.Duration // a run's longest wait
+	brokerPID                int           // the broker's process: this one (kfake), or Apache Kafka's JVM
+	peers                    peers         // what runs the Kafka Streams and quix-streams contenders
 }
 
 // measure runs c on w in a child process and collects its figures.
@@ -103,7 +106,7 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 	app := "bench-" + c.name + "-" + w.name
 	s := spec{Kind: c.kind, Brokers: b.brokers, App: app, Input: w.topic, Output: app + "-out",
 		Guarantee: c.guarantee, Coalesce: c.coalesce, Dir: filepath.Join(b.dir, app), Module: b.module,
-		CommitInterval: b.interval}
+		CommitInterval: b.interval, StateMemory: b.stateMemory, MemoryLimit: b.memoryLimit}
 	if c.cGuest {
 		s.Module = b.cModule
 	}

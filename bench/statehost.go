@@ -22,6 +22,8 @@ application_id       = %q
 state_dir            = %q
 processing_guarantee = %q
 commit_interval      = %q
+state_memory         = %q
+%s
 admin { listen = "" }
 kafka { brokers = %q }
 topic %q { partitions = %d }
@@ -42,7 +44,11 @@ processor "count" {
 // until ctx ends; in restore mode, until every store partition is restored.
 func runStatehost(ctx context.Context, s spec) (childReport, error) {
 	var rep childReport
-	src := fmt.Sprintf(statehostHCL, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.Brokers,
+	limit := ""
+	if s.MemoryLimit != "" {
+		limit = fmt.Sprintf("memory_limit = %q", s.MemoryLimit)
+	}
+	src := fmt.Sprintf(statehostHCL, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.StateMemory, limit, s.Brokers,
 		s.Input, partitions, s.Module, s.Input, s.Output, s.Coalesce)
 	cfg, diags := config.Parse([]byte(src), "bench.hcl", config.Options{})
 	if diags.HasErrors() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -64,17 +65,20 @@ type bigRestore struct {
 	took     time.Duration
 	peakRSS  int64
 	produced time.Duration
+	// The restoring process's state_memory and memory_limit.
+	stateMemory, memoryLimit string
 }
 
 // measureBigRestore writes a changelog of n records (n/4 distinct words, their counts rising)
 // for the statehost count's store straight to the broker, and restores it cold, under the
-// store's default memory setting (256 MiB), in a child process whose peak resident set it
-// reports.
+// statehost contenders' state_memory and memory_limit, in a child process whose peak resident
+// set it reports.
 func (b *bench) measureBigRestore(ctx context.Context, n int) (bigRestore, error) {
 	var res bigRestore
 	app := "bench-restore-rss"
 	s := spec{Kind: "statehost", Brokers: b.brokers, App: app, Input: "words-restore-rss", Output: app + "-out",
-		Guarantee: "at_least_once", Dir: filepath.Join(b.dir, app), Module: b.module, CommitInterval: b.interval, Mode: "restore"}
+		Guarantee: "at_least_once", Dir: filepath.Join(b.dir, app), Module: b.module, CommitInterval: b.interval, Mode: "restore",
+		StateMemory: b.stateMemory, MemoryLimit: b.memoryLimit}
 	changelog := app + "-counts-changelog"
 	compact := "compact"
 	if err := createTopics(ctx, b.adm, nil, s.Input, s.Output); err != nil {
@@ -114,14 +118,15 @@ func (b *bench) measureBigRestore(ctx context.Context, n int) (bigRestore, error
 		return res, err
 	}
 	res.records, res.took, res.peakRSS = rep.Restored, time.Duration(rep.RestoreNanos), rss
+	res.stateMemory, res.memoryLimit = s.StateMemory, cmp.Or(s.MemoryLimit, "none")
 	return res, nil
 }
 
 // reportBigRestore prints the figures of a big restore, and its RESULT lines.
 func reportBigRestore(out io.Writer, r bigRestore) {
 	rate := float64(r.records) / r.took.Seconds()
-	fmt.Fprintf(out, "\ncold restore of %d changelog records: %s (%.0f records/s), peak RSS %d MiB (store memory 256 MiB)\n",
-		r.records, r.took.Round(time.Millisecond), rate, r.peakRSS>>20)
+	fmt.Fprintf(out, "\ncold restore of %d changelog records: %s (%.0f records/s), peak RSS %d MiB (state_memory %s, memory_limit %s)\n",
+		r.records, r.took.Round(time.Millisecond), rate, r.peakRSS>>20, r.stateMemory, r.memoryLimit)
 	fmt.Fprintf(out, "RESULT big_restore_records=%d\n", r.records)
 	fmt.Fprintf(out, "RESULT big_restore_seconds=%.3f\n", r.took.Seconds())
 	fmt.Fprintf(out, "RESULT big_restore_records_per_s=%.0f\n", rate)
