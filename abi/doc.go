@@ -343,7 +343,7 @@
 // fires the first time one interval after it was scheduled, then when the clock reaches the
 // previous punctuation's time plus the interval, with time_ms the clock. The host checks the
 // schedules after every batch and while it waits for records, so a stream-time punctuation
-// can also fire before the first batch of a new instance whose stream time was restored. A
+// can also fire before the first batch of a task whose stream time was restored. A
 // non-zero result or a failure fails the task as a failed batch does.
 //
 // # Instances and tasks
