@@ -157,8 +157,7 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 				}
 			} else if data := p.rp.RecordBatches; len(data) >= 12 {
 				// Only the start of a batch larger than the partition's limit.
-				n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
-				tg.batchBytes = int32(min(max(n, int64(tg.batchBytes)), maxBatchBytes))
+				raiseBatchBytes(loading, tg.ls.Topic, 12+int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:]))))
 			}
 		}
 		if refresh {
@@ -190,7 +189,7 @@ func (r *Restorer) loadLoop(ctx, actx context.Context, a appliers, targets []*ta
 }
 
 // raiseBatchBytes raises the partition limit of the loading targets of topic to a batch of n
-// bytes that one of them fetched. A changelog's partitions are written alike, so their
+// bytes that one of them fetched, whole or cut short. A changelog's partitions are written alike, so their
 // batches are of a size: a partition whose next batch is larger than its limit gets nothing
 // from Kafka unless it comes first in its fetch (the first partition may exceed its limit by
 // a batch), and would otherwise be read only when the ones before it are done, one partition

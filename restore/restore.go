@@ -123,7 +123,8 @@ type target struct {
 	loader  *store.Loader
 	loadEnd int64
 	loading bool
-	// batchBytes is the size of the largest batch a load's fetch brought cut short: the
+	// batchBytes is the size of the largest batch a load's fetch of its changelog brought
+	// (of any partition: raiseBatchBytes), when larger than the partition limit: the
 	// partition's limit in the next fetches.
 	batchBytes int32
 	runs       int // the runs its loaders ingested
