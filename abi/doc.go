@@ -417,5 +417,5 @@
 // instance may be discarded and replaced at any time and that state belongs in stores, and
 // store handles and schedules are kept as they were, so guests that follow it run unchanged.
 // A version 1 guest that kept per-task data in globals exports statehost_instance_per_task
-// (docs/decisions/20261205_pooled_instances.md).
+// (docs/decisions/20261204_pooled_instances.md).
 package abi
