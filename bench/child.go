@@ -41,7 +41,11 @@ type childReport struct {
 	// to the last one's end.
 	Restored     int64
 	RestoreNanos int64
-	Error        string `json:",omitempty"`
+	// PeakRSS is the child's own peak resident set (VmHWM) as it ends, in bytes; 0 where
+	// /proc is missing. The parent reads it of a child that ends by itself, whose /proc entry
+	// is gone once it is waited for: the rusage would count the parent's memory too (peakRSS).
+	PeakRSS int64  `json:",omitempty"`
+	Error   string `json:",omitempty"`
 	// The changelog topic, where the contender names it itself (quix-streams).
 	Changelog string `json:",omitempty"`
 }
@@ -116,6 +120,7 @@ func runChild(arg string) int {
 		rep.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "bench child %s %s: %v\n", s.Kind, s.App, err)
 	}
+	rep.PeakRSS, _ = peakRSS(os.Getpid())
 	out, _ := json.Marshal(rep)
 	fmt.Printf("BENCH %s\n", out)
 	if err != nil {

@@ -117,7 +117,7 @@ func (b *bench) measureBigRestore(ctx context.Context, n int) (bigRestore, error
 	if err != nil {
 		return res, err
 	}
-	res.records, res.took, res.peakRSS = rep.Restored, time.Duration(rep.RestoreNanos), rss
+	res.records, res.took, res.peakRSS = rep.Restored, time.Duration(rep.RestoreNanos), cmp.Or(rep.PeakRSS, rss)
 	res.stateMemory, res.memoryLimit = s.StateMemory, cmp.Or(s.MemoryLimit, "none")
 	return res, nil
 }
