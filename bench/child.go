@@ -17,7 +17,7 @@ import (
 // in the -child flag; the child runs until SIGTERM, or in restore mode until its stores are
 // restored, and prints its findings as one "BENCH <json>" line on stdout.
 type spec struct {
-	Kind           string        // "statehost", "native", "goka", "kstreams" or "quix"
+	Kind           string        // "statehost", "native", "goka", "kstreams", "quix" or "scale"
 	Mode           string        // "process" (default) or "restore" (statehost, kstreams, quix)
 	Brokers        []string      //
 	App            string        // application ID / consumer group
@@ -33,6 +33,7 @@ type spec struct {
 	CPUProfile     string        // write a CPU profile of the whole run to this file
 	HeapProfile    string        // write a heap profile to this file when asked to stop
 	Trace          string        // write an execution trace of the whole run to this file
+	Scale          *scaleSpec    `json:",omitempty"` // kind "scale": the scale profile's child (scale_child.go)
 }
 
 // childReport is what a child prints on stdout.
@@ -113,6 +114,8 @@ func runChild(arg string) int {
 		err = runNative(ctx, s)
 	case "goka":
 		err = runGoka(ctx, s)
+	case "scale":
+		rep, err = runScaleChild(ctx, s)
 	default:
 		err = fmt.Errorf("unknown contender kind %q", s.Kind)
 	}

@@ -7,6 +7,7 @@
 //	cd bench && go run .          # the quick profile, a few minutes
 //	cd bench && go run . --full   # the profile of the README's performance section
 //	cd bench && go run . -kfake   # on the embedded kfake broker: no Java, no peers
+//	cd bench && go run . -scale -kfake  # the scale profile instead: 8 to 4,096 tasks on one instance
 //
 // The last lines are machine-readable: "RESULT <name>=<value>".
 package main
@@ -73,9 +74,22 @@ func mainRun() int {
 	flag.StringVar(&o.kstreamsHeap, "kstreams-heap", "512m", "the Kafka Streams contenders' JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&o.stateMemory, "state-memory", "256MiB", "the statehost contenders' state_memory")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the statehost contenders' memory_limit (default none)")
+	flag.BoolVar(&o.scale, "scale", false, "run the scale profile instead of the contenders: count and windowcount (Go guests) with -scale-tasks tasks "+
+		"on one statehost instance, its peak RSS, the time until every task runs, its records/s at -scale-rate, and the move of half its tasks "+
+		"to a second instance (scale.go)")
+	scaleTasks := flag.String("scale-tasks", "8,256,1024,4096", "with -scale: the sizes, in tasks, comma-separated (even: two processors, tasks/2 partitions each)")
+	flag.IntVar(&o.scaleRate, "scale-rate", 10000, "with -scale: the input rate at every size, records/s over both input topics")
+	flag.DurationVar(&o.scaleFor, "scale-for", 15*time.Second, "with -scale: how long the input rate is held for the records/s figure")
 	flag.Parse()
 	if *childSpec != "" {
 		return runChild(*childSpec)
+	}
+	if o.scale {
+		var err error
+		if o.scaleTasks, err = parseScaleTasks(*scaleTasks); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
 	}
 	if o.records == 0 {
 		o.records = 250000
@@ -108,6 +122,11 @@ type options struct {
 	cpuProfile, module       string
 	kstreamsHeap             string
 	stateMemory, memoryLimit string // statehost's state_memory and memory_limit
+
+	scale      bool          // the scale profile (scale.go) instead of the contenders
+	scaleTasks []int         // its sizes
+	scaleRate  int           // its input rate, records/s
+	scaleFor   time.Duration // how long it holds the rate
 }
 
 func runBench(ctx context.Context, o options) error {
@@ -179,6 +198,9 @@ func runBench(ctx context.Context, o options) error {
 	}
 	defer cl.Close()
 	b.adm = adm
+	if o.scale {
+		return b.scaleProfile(ctx, o)
+	}
 	var selected []contender
 	wantKStreams, wantQuix := false, false
 	for _, c := range contenders {
