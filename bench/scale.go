@@ -52,6 +52,7 @@ type scaleRun struct {
 
 	startTook time.Duration // from the first instance's spawn to its last task running
 	joinTook  time.Duration // from its "running" event (the group join) to the same
+	phases    startPhases   // the first instance's start, step by step
 	peakRSS   int64         // the first instance's VmHWM after the rate phase, bytes
 
 	produced int64         // records produced in the rate phase
@@ -63,6 +64,7 @@ type scaleRun struct {
 	moved        int           // tasks running on the second instance
 	moveTook     time.Duration // from the second instance's spawn to its last moved task running
 	moveJoinTook time.Duration // from its group join to the same
+	movePhases   startPhases   // the second instance's start, step by step
 	peakRSS2     int64         // the second instance's VmHWM, bytes
 
 	stopTook time.Duration // the first instance's stop, from SIGTERM to its exit
@@ -178,6 +180,7 @@ func (b *bench) scaleSize(ctx context.Context, so scaleOptions, n int, windowMod
 		return r
 	}
 	r.startTook, r.joinTook = at.Sub(t0), at.Sub(joined)
+	r.phases = ev1.phases(t0)
 
 	// The same input rate at every size, until the group committed every record.
 	pid := ch.cmd.Process.Pid
@@ -227,6 +230,7 @@ func (b *bench) scaleSize(ctx context.Context, so scaleOptions, n int, windowMod
 		at, joined, err = ev2.waitRunning(ctx, ch2, n/2, fmt.Sprintf("%s, second instance", app))
 		if err == nil {
 			r.moved, r.moveTook, r.moveJoinTook = len(ev2.running), at.Sub(t1), at.Sub(joined)
+			r.movePhases = ev2.phases(t1)
 			r.peakRSS2, _ = peakRSS(ch2.cmd.Process.Pid)
 		}
 	}

@@ -23,8 +23,11 @@ type eventTail struct {
 	partial []byte          // an unfinished last line
 	running map[string]bool // "processor/partition"
 	joined  time.Time       // the first "running" event: the group join begins
-	want    int             // the size of running that reached sets reached
-	reached time.Time       // the time of the task_running that made running hold want tasks
+	// assigned is the first partitions_assigned, restored the last restore_done of an active
+	// task so far: with joined and reached, the phases of a start.
+	assigned, restored time.Time
+	want               int       // the size of running that reached sets reached
+	reached            time.Time // the time of the task_running that made running hold want tasks
 }
 
 // poll reads what was appended since the last poll.
@@ -69,6 +72,14 @@ func (t *eventTail) apply(e runtime.Event) {
 		if t.joined.IsZero() {
 			t.joined = e.Time
 		}
+	case runtime.EventPartitionsAssigned:
+		if t.assigned.IsZero() {
+			t.assigned = e.Time
+		}
+	case runtime.EventRestoreDone:
+		if !e.Standby {
+			t.restored = e.Time
+		}
 	case runtime.EventTaskRunning:
 		t.running[task] = true
 		if t.reached.IsZero() && t.want > 0 && len(t.running) >= t.want {
@@ -110,4 +121,24 @@ func (t *eventTail) waitRunning(ctx context.Context, ch *child, want int, what s
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// startPhases are the steps of an instance's start, each from the end of the one before:
+// from the spawn to the group join (the process, the config and the modules), to the first
+// assignment (the join and the rebalances), to the last restore done (the tasks opened and
+// restored), to the last task running (their plugins started).
+type startPhases struct{ join, assign, restore, run time.Duration }
+
+// phases returns the steps of the start of the child spawned at spawn, once reached is set.
+func (t *eventTail) phases(spawn time.Time) startPhases {
+	restored := t.restored
+	if restored.IsZero() || restored.Before(t.assigned) {
+		restored = t.assigned // nothing to restore
+	}
+	return startPhases{join: t.joined.Sub(spawn), assign: t.assigned.Sub(t.joined), restore: restored.Sub(t.assigned), run: t.reached.Sub(restored)}
+}
+
+func (p startPhases) String() string {
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("spawn-join %s, join-assigned %s, assigned-restored %s, restored-running %s", r(p.join), r(p.assign), r(p.restore), r(p.run))
 }

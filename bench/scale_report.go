@@ -27,6 +27,7 @@ func printScaleRun(r *scaleRun) {
 		"%d tasks moved in %s (%s after the join; second instance peak RSS %.0f MiB), stop %s\n",
 		r.tasks, mib(r.peakRSS), r.startTook.Round(time.Millisecond), r.joinTook.Round(time.Millisecond), r.rate, r.produced, r.behind, r.cpu,
 		r.moved, r.moveTook.Round(time.Millisecond), r.moveJoinTook.Round(time.Millisecond), mib(r.peakRSS2), r.stopTook.Round(time.Millisecond))
+	fmt.Printf("         start: %s\n         move:  %s\n", r.phases, r.movePhases)
 }
 
 // reportScale prints the table of every size, the goals of issue 27 beside the figures, and
