@@ -18,7 +18,7 @@ const (
 	// stands still and so does this punctuation.
 	StreamTimePunctuation = PunctuationType(abi.ScheduleStreamTime)
 	// WallClockPunctuation punctuates as the host's clock advances: one interval after the
-	// instance started, then whenever the clock reaches the previous punctuation's time
+	// task first took the schedule (whichever instance serves it), then whenever the clock reaches the previous punctuation's time
 	// plus the interval, between batches. PunctuationContext.Time is the clock's time.
 	WallClockPunctuation = PunctuationType(abi.ScheduleWallClock)
 )

@@ -127,7 +127,11 @@ func (in *Instance) Bind(task Task) error {
 	case in.dead != nil:
 		return fmt.Errorf("engine: bind %q: %w; it failed earlier: %v", task.Processor, ErrInstanceDead, in.dead)
 	}
-	return in.bind(task, "bind")
+	if err := in.bind(task, "bind"); err != nil {
+		return err
+	}
+	in.st.adopt(in.defs)
+	return nil
 }
 
 // bind is Bind without its guards; op starts its errors.
@@ -161,12 +165,15 @@ func (in *Instance) bind(task Task, op string) error {
 		}
 		st.log = base.Named("guest").With("processor", task.Processor, "partition", task.Partition)
 	}
-	st.clock, st.now = task.Clock, in.now
+	// The engine's clock, not the instance's: the task's state must not keep the instance
+	// (and its linear memory) reachable once the instance is closed.
+	st.clock, st.now = task.Clock, eng.now
 	in.task, in.st, in.log, in.logs = task, st, st.log, task.LogLimiter
 	in.logs.attach(eng.cfg, in.log)
 	in.stdout.log, in.stdout.limit = in.log, in.logs
 	in.stderr.log, in.stderr.limit = in.log, in.logs
-	st.adopt(in.defs)
+	// The schedules become the task's in Bind, or in Instantiate once statehost_init made
+	// them: adopting the new instance's (none yet) here would wipe the task's times.
 	return nil
 }
 

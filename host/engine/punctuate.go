@@ -44,8 +44,11 @@ func addTime(t, d int64) int64 {
 }
 
 // now returns the engine's clock (Config.Now).
-func (in *Instance) now() time.Time {
-	if f := in.mod.eng.cfg.Now; f != nil {
+func (in *Instance) now() time.Time { return in.mod.eng.now() }
+
+// now returns the clock of wall-clock punctuations: Config.Now, or time.Now.
+func (e *Engine) now() time.Time {
+	if f := e.cfg.Now; f != nil {
 		return f()
 	}
 	return time.Now()
@@ -111,22 +114,4 @@ func (in *Instance) NextWallPunctuation() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return in.st.NextWallPunctuation()
-}
-
-// InheritSchedules gives in's task the punctuation times of prev's, the instance of the same
-// module that in replaces on the same task (a restart after a poison record): each schedule
-// that prev also made (same id, kind and interval) fires when prev's would have. Otherwise a
-// wall-clock punctuation would be pushed back an interval by every restart, and a stream-time
-// one would fire again at once. Tasks bound with one TaskState for all their bindings
-// (Task.State) need no such call.
-func (in *Instance) InheritSchedules(prev *Instance) {
-	if in.st == nil || prev.st == nil || in.st == prev.st {
-		return
-	}
-	for i := range in.st.schedules {
-		if i < len(prev.st.schedules) && prev.st.schedules[i].kind == in.st.schedules[i].kind &&
-			prev.st.schedules[i].interval == in.st.schedules[i].interval {
-			in.st.schedules[i].next = prev.st.schedules[i].next
-		}
-	}
 }
