@@ -115,7 +115,8 @@ func (task *Task) check(op string) error {
 // Pool binds the instances it lends; Instantiate binds the new instance to its task.
 //
 // Bind must not be called during a call (ErrInstanceBusy), nor on a closed or dead
-// instance. On error the instance is bound to no task.
+// instance, and task must be of the processor the instance was made for. On error the
+// instance is bound to no task.
 func (in *Instance) Bind(task Task) error {
 	if !in.busy.CompareAndSwap(false, true) {
 		return ErrInstanceBusy
@@ -139,6 +140,10 @@ func (in *Instance) bind(task Task, op string) error {
 	in.unbind()
 	if err := task.check(op); err != nil {
 		return err
+	}
+	if task.Processor != in.proc {
+		// The guest resolved its stores and outputs for that processor's tasks.
+		return fmt.Errorf("engine: %s: an instance of processor %q cannot serve a task of %q", op, in.proc, task.Processor)
 	}
 	eng := in.mod.eng
 	st := task.State

@@ -85,6 +85,7 @@ type Task struct {
 type Instance struct {
 	mod    *Module
 	task   Task         // the task it is bound to (bind.go); zero when none
+	proc   string       // the processor whose tasks it serves: the first task's
 	st     *TaskState   // task's state; nil when bound to no task
 	log    hclog.Logger // task's guest logger
 	guest  api.Module
@@ -208,6 +209,7 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 	}
 	in := &Instance{
 		mod:        m,
+		proc:       task.Processor,
 		storeIndex: map[string]int32{},
 		stdout:     guestOutput{level: hclog.Debug, stream: "stdout"},
 		stderr:     guestOutput{level: hclog.Warn, stream: "stderr", keep: true},

@@ -257,6 +257,7 @@ func TestCPrebuiltsCurrent(t *testing.T) {
 		}
 	}
 }
+
 // TestInstancePerTaskMarker: a module that exports abi.ExportInstancePerTask (a Go plugin
 // that imports pluginsdk/pertask) says so; one that does not may share its instances.
 func TestInstancePerTaskMarker(t *testing.T) {

@@ -42,16 +42,17 @@ type PoolStats struct {
 	Discarded int64 // dead instances closed at Put (a failed call killed them)
 }
 
-// NewPool returns a pool of mod's instances that keeps up to size idle (at least 1).
+// NewPool returns a pool of mod's instances that keeps up to size idle (at least 1; exactly
+// 1 for a module that asks for an instance per task, whose pool serves one task).
 func NewPool(mod *Module, size int) *Pool {
+	if mod.InstancePerTask() {
+		size = 1
+	}
 	return &Pool{mod: mod, size: max(size, 1)}
 }
 
 // Module returns the module whose instances the pool lends.
 func (p *Pool) Module() *Module { return p.mod }
-
-// Size returns how many idle instances the pool keeps at most.
-func (p *Pool) Size() int { return p.size }
 
 // Get returns an instance bound to task (Instance.Bind) for the caller's calls until Put: an
 // idle one, or a new one instantiated for task, whose _initialize and statehost_init then run

@@ -203,7 +203,8 @@ func TestPoolSize(t *testing.T) {
 	}
 }
 
-// TestBindMissingStore: an instance whose guest opened a store serves no task without it.
+// TestBindMissingStore: an instance whose guest opened a store serves no task without it,
+// nor a task of another processor.
 func TestBindMissingStore(t *testing.T) {
 	e, _ := testEngine(t, Config{})
 	_, a := pooledTask(t, "count", 0, "counts")
@@ -214,6 +215,11 @@ func TestBindMissingStore(t *testing.T) {
 	}
 	if err := in.ProcessBatch(context.Background(), recs("x")); !errors.Is(err, ErrNotBound) {
 		t.Errorf("after a failed Bind: %v, want ErrNotBound", err)
+	}
+	otherProc := a
+	otherProc.Processor = "another"
+	if err := in.Bind(otherProc); err == nil {
+		t.Fatal("Bind to a task of another processor succeeded")
 	}
 	if err := in.Bind(a); err != nil {
 		t.Fatal(err)
