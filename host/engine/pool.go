@@ -59,13 +59,25 @@ func (p *Pool) Module() *Module { return p.mod }
 // bound to task (Module.Instantiate: a failure there is a *GuestError). The caller must Put
 // it back, dead or alive.
 func (p *Pool) Get(ctx context.Context, task Task) (*Instance, error) {
+	return p.get(ctx, task, false)
+}
+
+// GetFresh is Get with a new instance, never an idle one: for a call that must not inherit
+// what other calls left in an instance, such as a record tried again alone after it ran out
+// of memory (linear memory never shrinks, so an idle instance's may have been grown by the
+// other tasks' calls).
+func (p *Pool) GetFresh(ctx context.Context, task Task) (*Instance, error) {
+	return p.get(ctx, task, true)
+}
+
+func (p *Pool) get(ctx context.Context, task Task, fresh bool) (*Instance, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
 	var in *Instance
-	if n := len(p.idle); n > 0 {
+	if n := len(p.idle); n > 0 && !fresh {
 		in = p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]

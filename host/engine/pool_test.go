@@ -203,6 +203,37 @@ func TestPoolSize(t *testing.T) {
 	}
 }
 
+// TestPoolGetFresh: GetFresh makes a new instance even when one is idle, and the idle one
+// stays for the next Get.
+func TestPoolGetFresh(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	p := NewPool(compile(t, e, "count_c"), 2)
+	_, a := pooledTask(t, "count_c", 0, "counts")
+	ctx := context.Background()
+	first, err := p.Get(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Put(ctx, first)
+	fresh, err := p.GetFresh(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh == first {
+		t.Fatal("GetFresh lent the idle instance")
+	}
+	if err := fresh.ProcessBatch(ctx, recs("x")); err != nil {
+		t.Fatal(err)
+	}
+	p.Put(ctx, fresh)
+	if got := p.Stats(); got.Created != 2 || got.Idle != 2 {
+		t.Errorf("stats %+v, want 2 created, 2 idle", got)
+	}
+	if again, err := p.Get(ctx, a); err != nil || (again != first && again != fresh) {
+		t.Fatalf("Get after GetFresh = %p, %v; want an idle instance", again, err)
+	}
+}
+
 // TestBindMissingStore: an instance whose guest opened a store serves no task without it,
 // nor a task of another processor.
 func TestBindMissingStore(t *testing.T) {
