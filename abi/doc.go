@@ -379,8 +379,12 @@
 //     set_error); it returns 0, or a non-zero code that makes the host refuse the instance
 //     (for example when a store it needs is unknown). It runs for the task the instance is
 //     made for, which is any task of the processor: its state and window functions and
-//     stream_time reach that task's stores and time. Set up per-task state lazily in a
-//     batch instead (a guest with statehost_instance_per_task may do it here).
+//     stream_time reach that task's stores and time. An init that calls them does per-task
+//     work, so the host then runs an init for every task an instance of the module serves:
+//     it lends a task only an instance whose init ran for that task, and makes one when
+//     none is idle, which costs an instantiation where a shared instance would do. Set up
+//     per-task state lazily in a batch instead, and keep init to store_open, output_open,
+//     store_info, schedule and log: the instances are then shared.
 //
 // One batch:
 //

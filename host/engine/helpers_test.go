@@ -52,6 +52,7 @@ var cGuests = map[string][2]string{
 	"ctorexit":  {"host/engine/testdata/c/ctorexit.c", "host/engine/testdata/c/ctorexit.wasm"},
 	"initexit":  {"host/engine/testdata/c/initexit.c", "host/engine/testdata/c/initexit.wasm"},
 	"ctorloop":  {"host/engine/testdata/c/ctorloop.c", "host/engine/testdata/c/ctorloop.wasm"},
+	"initstate": {"host/engine/testdata/c/initstate.c", "host/engine/testdata/c/initstate.wasm"},
 }
 
 const moduleRoot = "../.."

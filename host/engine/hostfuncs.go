@@ -138,6 +138,9 @@ func (c *call) storeOf(i int, kind int32) (*openStore, int32) {
 		c.code = abi.CodeWrongStoreType
 		return nil, h
 	}
+	if kind >= 0 && c.in.initializing {
+		c.in.mod.initState.Store(true) // a state, window or session function: the task's
+	}
 	return s, h
 }
 

@@ -157,6 +157,9 @@ func hostSessionFindAll(c call) int32 {
 }
 
 func hostStreamTime(c call) int32 {
+	if c.in.initializing {
+		c.in.mod.initState.Store(true) // the task's time
+	}
 	out, ok := c.mem.Read(uint32(c.i32(0)), 8)
 	if !ok {
 		return abi.CodeOutOfBounds

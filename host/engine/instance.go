@@ -83,15 +83,16 @@ type Task struct {
 // if it wants to go on, instantiate a new one and replay from its last commit.
 // (ErrInstanceBusy and ErrClosed leave it as it was.)
 type Instance struct {
-	mod    *Module
-	task   Task         // the task it is bound to (bind.go); zero when none
-	proc   string       // the processor whose tasks it serves: the first task's
-	st     *TaskState   // task's state; nil when bound to no task
-	log    hclog.Logger // task's guest logger
-	guest  api.Module
-	mem    api.Memory
-	batchF api.Function
-	stack  [1]uint64
+	mod     *Module
+	task    Task         // the task it is bound to (bind.go); zero when none
+	proc    string       // the processor whose tasks it serves: the first task's
+	initFor int32        // the partition of the task statehost_init ran for (Module.InitUsesState)
+	st      *TaskState   // task's state; nil when bound to no task
+	log     hclog.Logger // task's guest logger
+	guest   api.Module
+	mem     api.Memory
+	batchF  api.Function
+	stack   [1]uint64
 
 	// stores are the stores the guest opened, by handle: the name and kind are the
 	// instance's, the store itself the bound task's (openStore.resolve).
@@ -210,6 +211,7 @@ func (m *Module) Instantiate(ctx context.Context, task Task) (*Instance, error) 
 	in := &Instance{
 		mod:        m,
 		proc:       task.Processor,
+		initFor:    task.Partition,
 		storeIndex: map[string]int32{},
 		stdout:     guestOutput{level: hclog.Debug, stream: "stdout"},
 		stderr:     guestOutput{level: hclog.Warn, stream: "stderr", keep: true},

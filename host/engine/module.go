@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -32,7 +33,17 @@ type Module struct {
 	hasPunctuate bool
 	// perTask: the module exports statehost_instance_per_task (InstancePerTask).
 	perTask bool
+	// initState: the statehost_init of one of its instances read or wrote a store or read
+	// the stream time (InitUsesState).
+	initState atomic.Bool
 }
+
+// InitUsesState reports whether the statehost_init of an instance of the module has read or
+// written a store, or read the stream time: per-task work (store_info is not). Such an init
+// must run for each task its instance serves, so a Pool then lends a task only an instance
+// whose init ran for that task (a new one, or one made for it before), as the instances of
+// ABI v1 did before they were pooled.
+func (m *Module) InitUsesState() bool { return m.initState.Load() }
 
 // InstancePerTask reports whether the module asks for an instance of its own for each task
 // (it exports abi.ExportInstancePerTask): its instances must not serve more than one task,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -20,7 +21,9 @@ import (
 // one.
 //
 // A module that asks for an instance per task (Module.InstancePerTask) gets a pool per task
-// of Size 1: the task then keeps its instance from call to call, as long as it lives.
+// of Size 1: the task then keeps its instance from call to call, as long as it lives. A
+// module whose statehost_init does per-task work (Module.InitUsesState) has its idle
+// instances lent only to the task their init ran for: the others get new instances.
 //
 // A Pool is safe for concurrent use.
 type Pool struct {
@@ -77,10 +80,8 @@ func (p *Pool) get(ctx context.Context, task Task, fresh bool) (*Instance, error
 		return nil, ErrClosed
 	}
 	var in *Instance
-	if n := len(p.idle); n > 0 && !fresh {
-		in = p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
+	if !fresh {
+		in = p.takeIdle(task)
 	}
 	p.lent++
 	p.mu.Unlock()
@@ -100,6 +101,22 @@ func (p *Pool) get(ctx context.Context, task Task, fresh bool) (*Instance, error
 	}
 	p.mu.Unlock()
 	return in, err
+}
+
+// takeIdle removes and returns the idle instance to lend to task, or nil: the last one put
+// back, or when the module's init uses state, the last one whose init ran for task. The
+// caller holds mu.
+func (p *Pool) takeIdle(task Task) *Instance {
+	own := p.mod.InitUsesState()
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		in := p.idle[i]
+		if own && in.initFor != task.Partition {
+			continue
+		}
+		p.idle = slices.Delete(p.idle, i, i+1)
+		return in
+	}
+	return nil
 }
 
 // Put takes back an instance that Get lent, once the caller's call has returned: it becomes

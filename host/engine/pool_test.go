@@ -203,6 +203,37 @@ func TestPoolSize(t *testing.T) {
 	}
 }
 
+// TestPoolInitUsesState: the instances of a module whose statehost_init does per-task work
+// (it reads and writes its task's store) serve only the task their init ran for: each task
+// gets its own init once, and an idle instance goes back to the task it was made for.
+func TestPoolInitUsesState(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	mod := compile(t, e, "initstate")
+	p := NewPool(mod, 2)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	ra, a := pooledTask(t, "initstate", 0, "counts")
+	rb, b := pooledTask(t, "initstate", 1, "counts")
+	for _, task := range []Task{a, b, a, b, a} {
+		if _, err := batchOn(t, p, task, recs("x")...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !mod.InitUsesState() {
+		t.Error("InitUsesState is false for a module whose init reads and writes a store")
+	}
+	for name, r := range map[string]*rig{"a": ra, "b": rb} {
+		if got := r.emitted.strings(); len(got) == 0 || got[len(got)-1] != "out:inits=1" {
+			t.Errorf("task %s emitted %q, want its init to have run once: last out:inits=1", name, got)
+		}
+	}
+	if got := p.Stats(); got.Created != 2 {
+		t.Errorf("stats %+v, want 2 instances created, one per task", got)
+	}
+	if compile(t, e, "count_c").InitUsesState() {
+		t.Error("InitUsesState is true before any instance of count_c ran its init")
+	}
+}
+
 // TestPoolGetFresh: GetFresh makes a new instance even when one is idle, and the idle one
 // stays for the next Get.
 func TestPoolGetFresh(t *testing.T) {
