@@ -37,7 +37,8 @@
 //	                                        # GOMEMLIMIT; what -Xmx is to a JVM, without its out-of-
 //	                                        # memory error): the garbage collector works harder near
 //	                                        # it rather than let the heap grow to twice what it
-//	                                        # holds; at least state_memory + 64MiB
+//	                                        # holds; at least state_memory + 64MiB; when set,
+//	                                        # it overrides GOMEMLIMIT
 //
 //	standby_replicas           = 1          # default 0, >= 0: how many standby copies of each task
 //	                                        # other instances keep, restoring its stores from the
