@@ -56,6 +56,10 @@ type Status struct {
 	Admin         string            `json:"admin,omitempty"` // the address this instance publishes
 	Tasks         []TaskStatus      `json:"tasks"`
 	Processors    []ProcessorStatus `json:"processors"` // the module versions
+	// Summary and Page answer the query parameters of GET /v1/status (status.go): absent
+	// without them.
+	Summary *StatusSummary `json:"summary,omitempty"`
+	Page    *StatusPage    `json:"page,omitempty"`
 }
 
 // statusBoard keeps the state of the tasks and their restores for the admin endpoint. It is a
@@ -191,7 +195,8 @@ const maxModuleBytes = 256 << 20
 
 // Handler returns the admin HTTP API:
 //
-//	GET  /v1/status                    the tasks and their restores (Status)
+//	GET  /v1/status                    the tasks and their restores (Status); summary, state,
+//	                                   processor, limit and after narrow it (status.go)
 //	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
 //	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
@@ -210,8 +215,13 @@ const maxModuleBytes = 256 << 20
 // too, unless admin.metrics_public), or it is answered 401 (auth.go).
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, r.Status())
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, req *http.Request) {
+		q, err := parseStatusQuery(req.URL.Query())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%w: %w", errStatusQuery, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, r.statusFor(q))
 	})
 	mux.HandleFunc("GET /v1/processors", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.Processors())
