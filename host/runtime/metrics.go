@@ -1,9 +1,11 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ import (
 //	statehost_changelog_bytes_total{store}                  counter    their key and value bytes
 //	statehost_restore_records_total{store,partition}        counter    changelog records applied by restores and standbys
 //	statehost_restore_remaining_records{store,partition}    gauge      changelog end offset minus the restore's position
+//	                                                                   (both: partition="other" past Options.PartitionSeries)
 //	statehost_commit_seconds                                histogram  one commit of the tasks (both guarantees)
 //	statehost_plugin_batch_seconds{processor}               histogram  one task's ProcessBatch call
 //	statehost_tasks{state}                                  gauge      tasks per state: restoring, running, standby
@@ -82,9 +85,20 @@ type metrics struct {
 	stores     map[string]*storeOps         // by store name
 	changelogs map[string]*changelogMetrics // by changelog topic
 
+	// partitionSeries is Options.PartitionSeries: the most store partitions with series of
+	// their own (own counts them); <0: no bound. Set before the runtime runs.
+	partitionSeries int
+
 	mu       sync.Mutex
 	progress map[restoreKey]*restoreProgress // the last restore of each store partition
+	own      int
 }
+
+// defaultPartitionSeries is the default of Options.PartitionSeries.
+const defaultPartitionSeries = 256
+
+// otherPartition is the partition label of the store partitions past Options.PartitionSeries.
+const otherPartition = "other"
 
 // procMetrics are the pre-resolved metrics of one processor.
 type procMetrics struct {
@@ -377,7 +391,11 @@ func (l restoreListener) OnRestoreStart(e restore.StartEvent) {
 	k := restoreKey{e.Store, e.Partition}
 	p := l.m.progress[k]
 	if p == nil {
-		part := strconv.Itoa(int(e.Partition))
+		part := otherPartition
+		if l.m.partitionSeries < 0 || l.m.own < l.m.partitionSeries {
+			part = strconv.Itoa(int(e.Partition))
+			l.m.own++
+		}
 		p = &restoreProgress{partition: part, records: l.m.restored.WithLabelValues(e.Store, part)}
 		l.m.progress[k] = p
 	}
@@ -447,11 +465,33 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
 	}
 	markers := c.board.markers
+	type lag struct {
+		store, partition string
+		n                int64
+	}
+	var lags []lag
 	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
 	for k, p := range c.m.progress {
 		if present[taskID{Processor: p.processor, Partition: k.partition}] {
-			ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(restore.Lag(0, p.end, p.pos, markers)), k.store, p.partition)
+			lags = append(lags, lag{k.store, strconv.Itoa(int(k.partition)), restore.Lag(0, p.end, p.pos, markers)})
 		}
+	}
+	c.m.mu.Unlock()
+	own := len(lags)
+	if limit := c.m.partitionSeries; limit >= 0 && own > limit {
+		// The partitions furthest behind keep a series of their own; the others are summed.
+		slices.SortFunc(lags, func(a, b lag) int { return cmp.Compare(b.n, a.n) })
+		own = limit
+	}
+	other := map[string]int64{}
+	for i, l := range lags {
+		if i < own {
+			ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(l.n), l.store, l.partition)
+		} else {
+			other[l.store] += l.n
+		}
+	}
+	for store, n := range other {
+		ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, float64(n), store, otherPartition)
 	}
 }

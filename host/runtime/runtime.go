@@ -83,6 +83,14 @@ type Options struct {
 	// its last change.
 	NoWatch bool
 
+	// PartitionSeries bounds the store partitions that have series of their own in
+	// statehost_restore_records_total and statehost_restore_remaining_records (metrics.go):
+	// beyond it, the partitions first restored later count in one series per store, labelled
+	// partition="other", and a scrape reports the lags of the PartitionSeries partitions
+	// furthest behind, the others summed under "other". Sums per store stay exact. Default
+	// 256; negative: no bound (a series per store partition, 2 x 4,096 at 4,096 tasks).
+	PartitionSeries int
+
 	// For the tests of the package:
 	// batchTimeout is the engine's Config.BatchTimeout (default: the engine's, 10s);
 	batchTimeout time.Duration
@@ -118,6 +126,9 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxPollRecords <= 0 {
 		o.MaxPollRecords = 50000
+	}
+	if o.PartitionSeries == 0 {
+		o.PartitionSeries = defaultPartitionSeries
 	}
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = o.Config.SessionTimeout
@@ -240,6 +251,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.deploy.rt = r
 	r.iq.rt = r
 	r.metrics = newMetrics(r.status)
+	r.metrics.partitionSeries = r.opts.PartitionSeries
 	r.status.markers = endMarkers(cfg.Guarantee)
 	if cfg.Guarantee == config.ExactlyOnce {
 		r.eos = &exactlyOnce{rt: r}
