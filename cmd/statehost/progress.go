@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,13 @@ const defaultProgressInterval = 5 * time.Second
 // of them, after a clean stop) does not flash one.
 const barDelay = 250 * time.Millisecond
 
+// maxShownRestores is how many restores at once have a bar or log lines of their own: the
+// restores that start while that many are shown are summed up in one bar, or one log line
+// ("restores progress"), for all of them. An instance of 4,096 tasks restores thousands of
+// store partitions at once: a bar each does not fit a terminal, and a line each every
+// interval floods the log.
+const maxShownRestores = 8
+
 // staleAfter is how long a restore may go without an event, while the runtime no longer
 // lists its task as restoring (the task was revoked, or the run stopped it), before its bar
 // or its log lines go.
@@ -44,7 +52,8 @@ func useBars(f *os.File, logJSON bool) bool {
 
 // restoreProgress shows the restores of `statehost run` as they go: a progress bar per
 // restoring store partition on a terminal, or a log line every interval per store partition
-// whose restore has run that long. It is a restore.Listener: the restore goroutine calls it,
+// whose restore has run that long; past maxShownRestores at once, one bar or line sums up
+// the others (restTally). It is a restore.Listener: the restore goroutine calls it,
 // and its handlers only update a table (and a bar). A goroutine of its own logs the lines,
 // shows the bars of restores that stall before their first batch, drops those of restores
 // that stopped without an end (a revocation interrupts a restore without one), and removes
@@ -61,6 +70,9 @@ type restoreProgress struct {
 	active  map[restoreKey]*restoring
 	alive   func(processor string, partition int32) bool // nil: every restore lives until its end event
 	stopped bool
+
+	shown int       // the active restores with a bar or lines of their own (restoring.own)
+	rest  restTally // the others, summed up
 
 	stop chan struct{}
 	done chan struct{}
@@ -85,7 +97,22 @@ type restoring struct {
 	lastEvent  time.Time
 	lastLog    time.Time // zero: not logged yet
 	bar        *mpb.Bar  // nil: not shown (yet)
+	own        bool      // it has a bar or lines of its own; else it is one of rest
 }
+
+// restTally sums up the restores past maxShownRestores, from the first of them until they
+// have all ended: one bar or one log line shows them.
+type restTally struct {
+	began       time.Time // when the first began; zero: none
+	total, done int64     // their offsets to read, and read
+	lastLog     time.Time
+	bar         *mpb.Bar
+	// n counts them, ended those that ended (or stopped); atomic: the bar's name reads them.
+	n, ended atomic.Int64
+}
+
+// running reports whether some of the tally's restores are still running.
+func (t *restTally) running() bool { return t.n.Load() > t.ended.Load() }
 
 // newRestoreProgress returns the progress of the restores: with bars, shown on their
 // terminal with the logs printed above them, or else log lines logged with log every
@@ -122,14 +149,55 @@ func (p *restoreProgress) OnRestoreStart(e restore.StartEvent) {
 	if p.stopped {
 		return
 	}
-	if old := p.active[k]; old != nil && old.bar != nil { // a restore that was interrupted, again
-		old.bar.Abort(true)
+	if old := p.active[k]; old != nil { // a restore that was interrupted, again
+		p.removeLocked(old, false)
 	}
 	if e.EndOffset <= e.StartOffset {
-		delete(p.active, k) // nothing to restore: its end event follows at once
+		return // nothing to restore: its end event follows at once
+	}
+	r := &restoring{key: k, topic: e.Topic, start: e.StartOffset, end: e.EndOffset, pos: e.StartOffset, began: now, lastEvent: now,
+		own: p.shown < maxShownRestores}
+	p.active[k] = r
+	if r.own {
+		p.shown++
 		return
 	}
-	p.active[k] = &restoring{key: k, topic: e.Topic, start: e.StartOffset, end: e.EndOffset, pos: e.StartOffset, began: now, lastEvent: now}
+	if !p.rest.running() {
+		p.rest.began = now
+	}
+	p.rest.n.Add(1)
+	p.rest.total += r.end - r.start
+}
+
+// removeLocked removes r from the active restores: it ended (done), or stopped without an
+// end. Its bar, or its part of the tally, goes. The caller holds p.mu.
+func (p *restoreProgress) removeLocked(r *restoring, done bool) {
+	delete(p.active, r.key)
+	if r.own {
+		p.shown--
+		if r.bar != nil && done {
+			r.bar.SetTotal(r.end-r.start, true) // complete: the bar goes at the next frame
+		} else if r.bar != nil {
+			r.bar.Abort(true)
+		}
+		return
+	}
+	t := &p.rest
+	if done {
+		t.done += r.end - r.pos
+	} else {
+		t.total -= r.end - r.pos // never read
+	}
+	t.ended.Add(1)
+	if t.running() {
+		return
+	}
+	if t.bar != nil {
+		t.bar.SetTotal(t.total, true)
+	}
+	t.bar, t.total, t.done, t.began, t.lastLog = nil, 0, 0, time.Time{}, time.Time{}
+	t.n.Store(0)
+	t.ended.Store(0)
 }
 
 func (p *restoreProgress) OnBatchRestored(e restore.BatchEvent) {
@@ -140,9 +208,13 @@ func (p *restoreProgress) OnBatchRestored(e restore.BatchEvent) {
 	if r == nil {
 		return
 	}
-	r.pos = min(max(r.pos, e.Offset+1), r.end)
+	pos := min(max(r.pos, e.Offset+1), r.end)
+	if !r.own {
+		p.rest.done += pos - r.pos
+	}
+	r.pos = pos
 	r.lastEvent = now
-	if p.bars == nil {
+	if p.bars == nil || !r.own {
 		return
 	}
 	if r.bar == nil && now.Sub(r.began) >= barDelay {
@@ -157,13 +229,8 @@ func (p *restoreProgress) OnRestoreEnd(e restore.EndEvent) {
 	k := restoreKey{e.Processor, e.Store, e.Partition}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.active[k]
-	if r == nil {
-		return
-	}
-	delete(p.active, k)
-	if r.bar != nil {
-		r.bar.SetTotal(r.end-r.start, true) // complete: the bar goes at the next frame
+	if r := p.active[k]; r != nil {
+		p.removeLocked(r, true)
 	}
 }
 
@@ -182,11 +249,8 @@ func (p *restoreProgress) Close() {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k, r := range p.active {
-		if r.bar != nil {
-			r.bar.Abort(true)
-		}
-		delete(p.active, k)
+	for _, r := range p.active {
+		p.removeLocked(r, false)
 	}
 	if p.bars != nil {
 		p.bars.close()
@@ -235,6 +299,10 @@ func (p *restoreProgress) loop() {
 		}
 		lines := p.tick(time.Now(), gone)
 		for _, l := range lines {
+			if l[0] == tallyLine {
+				p.log.Info("restores progress", l[1:]...)
+				continue
+			}
 			p.log.Info("restore progress", l...)
 		}
 	}
@@ -250,17 +318,22 @@ func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool) [][]any 
 	}
 	for k := range gone {
 		if r := p.active[k]; r != nil && now.Sub(r.lastEvent) >= staleAfter {
-			if r.bar != nil {
-				r.bar.Abort(true)
-			}
-			delete(p.active, k)
+			p.removeLocked(r, false)
 		}
 	}
+	t := &p.rest
 	if p.bars != nil {
 		for _, r := range p.sortedLocked() {
-			if r.bar == nil && now.Sub(r.began) >= barDelay {
+			if r.own && r.bar == nil && now.Sub(r.began) >= barDelay {
 				r.bar = p.bars.add(r)
 			}
+		}
+		if t.running() && t.bar == nil && now.Sub(t.began) >= barDelay {
+			t.bar = p.bars.addTally(t)
+		}
+		if t.bar != nil {
+			t.bar.SetTotal(t.total, false)
+			t.bar.SetCurrent(t.done)
 		}
 		if len(p.active) == 0 {
 			p.bars.close() // holds p.mu: no bar is added meanwhile
@@ -269,7 +342,7 @@ func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool) [][]any 
 	}
 	var lines [][]any
 	for _, r := range p.sortedLocked() {
-		if now.Sub(r.began) < p.interval || now.Sub(r.lastLog) < p.interval {
+		if !r.own || now.Sub(r.began) < p.interval || now.Sub(r.lastLog) < p.interval {
 			continue
 		}
 		r.lastLog = now
@@ -283,8 +356,21 @@ func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool) [][]any 
 			"topic", r.topic,
 		})
 	}
+	if t.running() && now.Sub(t.began) >= p.interval && now.Sub(t.lastLog) >= p.interval {
+		t.lastLog = now
+		rate := rateOf(t.done, now.Sub(t.began))
+		lines = append(lines, []any{
+			tallyLine, "restores", t.n.Load() - t.ended.Load(), "ended", t.ended.Load(),
+			"restored", t.done, "total", t.total, "percent", percentOf(t.done, t.total),
+			"rate", int64(rate), "eta", etaOf(t.total-t.done, rate),
+		})
+	}
 	return lines
 }
+
+// tallyLine marks the line of tick that sums up the restores past maxShownRestores: loop
+// logs it as "restores progress", the others as "restore progress".
+const tallyLine = "summed"
 
 // sortedLocked returns the active restores by processor, store and partition. The caller
 // holds p.mu.
@@ -376,16 +462,20 @@ func newBarUI(out *os.File) (*barUI, *stderrWriter) {
 // add shows a bar for r, creating the container when there is none; it returns nil when
 // the container cannot draw.
 func (u *barUI) add(r *restoring) *mpb.Bar {
+	name := fmt.Sprintf("%s/%s p%d", r.key.processor, r.key.store, r.key.partition)
+	return u.addBar(r.end-r.start, r.pos-r.start, r.began, decor.Name(name, decor.WC{C: decor.DSyncWidthR | decor.DextraSpace}))
+}
+
+// addBar shows a bar of total offsets, current of them read since began, named by name.
+func (u *barUI) addBar(total, current int64, began time.Time, name decor.Decorator) *mpb.Bar {
 	if u.p == nil {
 		u.cw = termWriter{cupwriter.New(u.out, false)}
 		u.p = mpb.New(mpb.WithConsoleWriter(u.cw), mpb.WithRefreshRate(150*time.Millisecond))
 		u.lw.route(u.p)
 	}
-	began := r.began
-	name := fmt.Sprintf("%s/%s p%d", r.key.processor, r.key.store, r.key.partition)
-	bar, err := u.p.Add(r.end-r.start, mpb.BarStyle().Build(),
+	bar, err := u.p.Add(total, mpb.BarStyle().Build(),
 		mpb.BarRemoveOnComplete(),
-		mpb.PrependDecorators(decor.Name(name, decor.WC{C: decor.DSyncWidthR | decor.DextraSpace})),
+		mpb.PrependDecorators(name),
 		mpb.AppendDecorators(
 			decor.Any(func(s decor.Statistics) string {
 				return compact(s.Current) + " of " + compact(s.Total)
@@ -409,8 +499,16 @@ func (u *barUI) add(r *restoring) *mpb.Bar {
 		// restore goes on without a bar; the logger writes to the terminal directly.
 		return nil
 	}
-	bar.SetCurrent(r.pos - r.start)
+	bar.SetCurrent(current)
 	return bar
+}
+
+// addTally shows the bar of the restores that t sums up; nil when the container cannot draw.
+func (u *barUI) addTally(t *restTally) *mpb.Bar {
+	return u.addBar(t.total, t.done, t.began, decor.Any(func(decor.Statistics) string {
+		n, ended := t.n.Load(), t.ended.Load()
+		return fmt.Sprintf("%d more restores, %d ended", n, ended)
+	}, decor.WC{C: decor.DSyncWidthR | decor.DextraSpace}))
 }
 
 // close removes the container once its bars are gone (every bar must be complete or

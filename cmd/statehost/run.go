@@ -26,7 +26,9 @@ partition shows on standard error when it is a terminal and the logs are text: p
 and partition, offsets read of the restore's total, percentage, rate and time left; the log
 lines print above the bars. Otherwise (or with --progress log) a "restore progress" line is
 logged every --progress-interval per restore that has run that long, with the keys processor,
-store, partition, offset, restored, total, percent, rate (records/s), eta and topic. The
+store, partition, offset, restored, total, percent, rate (records/s), eta and topic. Past 8
+restores at once, the others share one bar, or one "restores progress" line with the keys
+restores (running), ended, restored, total, percent, rate and eta. The
 "restore started" and "restore done" lines are logged in every mode.
 
 With --events FILE, run appends its lifecycle events to FILE (created if needed), one JSON
