@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -81,7 +82,23 @@ type TaskConfig struct {
 	Stores []StoreSpec
 	// Logger is the parent logger. Default hclog.NewNullLogger().
 	Logger hclog.Logger
+	// ExportRecords and ExportInterval say how often a commit rewrites the task's .checkpoint
+	// file (Task.Apply): when its offsets moved by more than ExportRecords in total since the
+	// file was last written, or ExportInterval has passed since then. The first commit after
+	// OpenTask writes it if it is missing, and Close writes it if it is behind. Defaults:
+	// 10,000 records (Kafka Streams' threshold for its checkpoint files) and 1 minute; a
+	// negative ExportRecords rewrites it at every commit that moves it (the file, its fsync and
+	// its directory's fsync: two fsyncs per task per commit at 4,096 tasks, the cost this
+	// bounds). The file is an export; the store holds the authoritative checkpoint.
+	ExportRecords  int64
+	ExportInterval time.Duration
 }
+
+// Defaults of TaskConfig.ExportRecords and ExportInterval.
+const (
+	DefaultExportRecords  = 10_000
+	DefaultExportInterval = time.Minute
+)
 
 // Task is a task's state as the runtime drives it: its layered stores, its
 // output producer, and its commit.
@@ -98,6 +115,10 @@ type Task struct {
 	logs   []*storeLog // the changelog writers of logged, in the same order
 	failed error
 	file   []store.CheckpointEntry // last exported checkpoint file
+	// exportedAt is when the file was last written, or a time up to half of ExportInterval
+	// before (at random, see jitter): the exports of tasks opened together do not fall on
+	// one commit.
+	exportedAt time.Time
 }
 
 // LoggedStore is a logged store partition of a task, as restore sees it.
@@ -118,6 +139,12 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.ExportRecords == 0 {
+		cfg.ExportRecords = DefaultExportRecords
+	}
+	if cfg.ExportInterval <= 0 {
+		cfg.ExportInterval = DefaultExportInterval
 	}
 	var logged []string
 	for _, s := range cfg.Stores {
@@ -173,6 +200,7 @@ func OpenTask(m *store.Manager, p *Producer, cfg TaskConfig) (*Task, error) {
 	if entries, err := store.ReadCheckpointFile(filepath.Join(st.Dir(), store.CheckpointFileName)); err == nil {
 		t.file = entries
 	}
+	t.exportedAt = time.Now().Add(-t.jitter())
 	return t, nil
 }
 
@@ -284,7 +312,7 @@ func (t *Task) NeedsCommit() bool { return t.st.NeedsCommit() }
 //  2. every changelog and output record produced so far is acknowledged;
 //  3. the task's write batch and its checkpoints (last acknowledged offset
 //     per changelog partition) are applied in one atomic Pebble batch;
-//  4. the .checkpoint file is exported;
+//  4. the .checkpoint file is exported, when it is due (TaskConfig.ExportRecords);
 //  5. commitOffsets, if not nil, commits the input offsets.
 //
 // A failure in 1-3 applies nothing, never calls commitOffsets, and fails the
@@ -343,7 +371,8 @@ func (t *Task) Prepare(ctx context.Context) (Prepared, error) {
 
 // Apply runs steps 3 and 4 of Commit with what Prepare returned: the task's write batch and
 // its checkpoints are applied in one atomic Pebble batch, then the .checkpoint file is
-// exported. The task must not have written since Prepare. A failure fails the task.
+// exported if it is due (TaskConfig.ExportRecords). The task must not have written since
+// Prepare. A failure fails the task.
 func (t *Task) Apply(p Prepared) error {
 	if err := t.check(); err != nil {
 		return err
@@ -351,7 +380,7 @@ func (t *Task) Apply(p Prepared) error {
 	if err := t.st.Apply(p.checkpoints); err != nil {
 		return t.fail(err)
 	}
-	if err := t.ExportCheckpoints(); err != nil {
+	if err := t.export(false, false); err != nil {
 		t.log.Warn("could not export the checkpoint file", "error", err)
 	}
 	return nil
@@ -359,7 +388,67 @@ func (t *Task) Apply(p Prepared) error {
 
 // ExportCheckpoints writes the task's .checkpoint file from the checkpoints in
 // its persistent logged stores, when they changed since the last export.
-func (t *Task) ExportCheckpoints() error {
+func (t *Task) ExportCheckpoints() error { return t.export(true, false) }
+
+// export writes the .checkpoint file when the checkpoints changed since the last export and,
+// unless force, the export is due: the file has no checkpoint yet, the offsets moved by more
+// than ExportRecords, or ExportInterval has passed. Skipping leaves the file behind the store,
+// never ahead of it: a restore starts from the store's checkpoint, and what the file claims
+// the store holds. With sync, the store's restore batches are made durable first
+// (store.Task.Sync), as a restore does before its export.
+func (t *Task) export(force, sync bool) error {
+	entries, err := t.checkpointEntries()
+	if err != nil {
+		return err
+	}
+	if slices.Equal(entries, t.file) {
+		return nil
+	}
+	if !force && len(t.file) > 0 && time.Since(t.exportedAt) < t.cfg.ExportInterval &&
+		t.cfg.ExportRecords >= 0 && offsetDelta(t.file, entries) <= t.cfg.ExportRecords {
+		return nil
+	}
+	if sync {
+		if err := t.st.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := store.WriteCheckpointFile(filepath.Join(t.st.Dir(), store.CheckpointFileName), entries); err != nil {
+		return err
+	}
+	first := len(t.file) == 0
+	t.file, t.exportedAt = entries, time.Now()
+	if first {
+		// The tasks opened together write their first checkpoints at one commit: their next
+		// exports by ExportInterval fall apart.
+		t.exportedAt = t.exportedAt.Add(-t.jitter())
+	}
+	return nil
+}
+
+// jitter returns a random duration of up to half of ExportInterval.
+func (t *Task) jitter() time.Duration { return rand.N(t.cfg.ExportInterval/2 + 1) }
+
+// offsetDelta is how far the offsets of now moved past those of before, in total; an entry
+// new in now counts its offset + 1.
+func offsetDelta(before, now []store.CheckpointEntry) int64 {
+	var n int64
+	for _, e := range now {
+		from := int64(-1)
+		for _, b := range before {
+			if b.Topic == e.Topic && b.Partition == e.Partition {
+				from = b.Offset
+				break
+			}
+		}
+		n += max(e.Offset-from, 0)
+	}
+	return n
+}
+
+// checkpointEntries returns the checkpoints of the task's persistent logged stores, as the
+// .checkpoint file lists them.
+func (t *Task) checkpointEntries() ([]store.CheckpointEntry, error) {
 	var entries []store.CheckpointEntry
 	for _, ls := range t.logged {
 		if !ls.Part.Persistent() {
@@ -367,20 +456,13 @@ func (t *Task) ExportCheckpoints() error {
 		}
 		cp, ok, err := ls.Part.Checkpoint()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok {
 			entries = append(entries, store.CheckpointEntry{Topic: ls.Topic, Partition: ls.Partition, Offset: cp.Offset})
 		}
 	}
-	if slices.Equal(entries, t.file) {
-		return nil
-	}
-	if err := store.WriteCheckpointFile(filepath.Join(t.st.Dir(), store.CheckpointFileName), entries); err != nil {
-		return err
-	}
-	t.file = entries
-	return nil
+	return entries, nil
 }
 
 func (t *Task) check() error {
@@ -400,7 +482,8 @@ func (t *Task) fail(err error) error {
 // Err returns the error that failed the task, or nil.
 func (t *Task) Err() error { return t.failed }
 
-// Close closes the task's stores, dropping its uncommitted writes, then waits
+// Close writes the .checkpoint file if the commits left it behind the store (Apply exports it
+// only when due), closes the task's stores, dropping its uncommitted writes, then waits
 // until the records it produced are acknowledged or failed, or ctx ends.
 //
 // Records flushed since the last commit still reach the changelog (and are
@@ -410,6 +493,14 @@ func (t *Task) Err() error { return t.failed }
 // refuses the same task with an *InFlightError until those records have
 // landed.
 func (t *Task) Close(ctx context.Context) error {
+	if t.failed == nil {
+		// The commits that skipped the export (Apply): the file catches up with the store.
+		// A failed task or database keeps the file it has, as a failed Apply does. Synced
+		// first: a standby's restore batches (never synced) may have moved its checkpoints.
+		if xerr := t.export(true, true); xerr != nil && !errors.Is(xerr, store.ErrTaskFailed) {
+			t.log.Warn("could not export the checkpoint file", "error", xerr)
+		}
+	}
 	err := t.st.Close()
 	t.tr.discard()
 	if werr := t.tr.wait(ctx); werr != nil && ctx.Err() != nil {
