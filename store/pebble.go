@@ -69,7 +69,7 @@ func (s *pebbleStore) Put(key, value []byte) error {
 		return err
 	}
 	s.p.wakeFilter()
-	if err := t.batch.Set(s.p.key(key), value, nil); err != nil {
+	if err := t.writes().Set(s.p.key(key), value, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: put: %w", t.id, s.p.name, err)
 	}
 	had := false
@@ -88,7 +88,7 @@ func (s *pebbleStore) Delete(key []byte) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if err := t.batch.Delete(s.p.key(key), nil); err != nil {
+	if err := t.writes().Delete(s.p.key(key), nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: delete: %w", t.id, s.p.name, err)
 	}
 	if s.p.cache != nil {
@@ -107,7 +107,7 @@ func (s *pebbleStore) deleteRange(lo, hi []byte) error {
 	}
 	start := append(append([]byte(nil), s.p.prefix...), lo...)
 	end := append(append([]byte(nil), s.p.prefix...), hi...)
-	if err := t.batch.DeleteRange(start, end, nil); err != nil {
+	if err := t.writes().DeleteRange(start, end, nil); err != nil {
 		return fmt.Errorf("store: task %s store %q: delete range: %w", t.id, s.p.name, err)
 	}
 	if s.p.cache != nil {

@@ -240,7 +240,7 @@ func TestReadCachePinsUncommittedWrites(t *testing.T) {
 	if !c.knowsWrites(task.gen) {
 		t.Fatal("an uncommitted write was evicted while other entries could be")
 	}
-	if task.batch.Indexed() {
+	if batchIndexed(task) {
 		t.Fatal("reads indexed the batch although the cache held every uncommitted write")
 	}
 	for i := range writes {
@@ -275,7 +275,7 @@ func TestReadCachePinsUncommittedWrites(t *testing.T) {
 			t.Fatalf("with evicted writes: %s = %q %v, want %q %v", key(i), v, ok, w, wok)
 		}
 	}
-	if !task.batch.Indexed() {
+	if !batchIndexed(task) {
 		t.Fatal("reads after evicted uncommitted writes did not go through the batch")
 	}
 	// The commit unpins them: the next interval starts with nothing pinned nor lost.
@@ -295,8 +295,11 @@ func TestReadCachePinsUncommittedWrites(t *testing.T) {
 			t.Fatalf("after the commit: %s = %q %v, want %q %v", key(i), v, ok, w, wok)
 		}
 	}
-	if !c.knowsWrites(task.gen) || task.batch.Indexed() {
+	if !c.knowsWrites(task.gen) || batchIndexed(task) {
 		t.Fatalf("after the commit, reads of other keys lost the pinned write (%v) or indexed the batch (%v)",
-			!c.knowsWrites(task.gen), task.batch.Indexed())
+			!c.knowsWrites(task.gen), batchIndexed(task))
 	}
 }
+
+// batchIndexed reports whether task holds a batch of uncommitted writes indexed for reads.
+func batchIndexed(task *Task) bool { return task.batch != nil && task.batch.Indexed() }

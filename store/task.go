@@ -26,7 +26,7 @@ type Task struct {
 	dir string
 	log hclog.Logger
 
-	batch  *pebble.Batch // indexed only once a read needs it (indexedBatch)
+	batch  *pebble.Batch // nil between commits (writes); indexed only once a read needs it (indexedBatch)
 	gen    int64         // commits applied since the task opened: the uncommitted writes' generation
 	parts  map[string]*Partition
 	order  []*Partition
@@ -50,6 +50,9 @@ type Task struct {
 // partitions' read caches answer (point reads of keys they know) never pays for the index
 // on every write. Iterators and reads the caches cannot answer index it until the commit.
 func (t *Task) indexedBatch() *pebble.Batch {
+	if t.batch == nil {
+		t.batch = t.m.db.NewIndexedBatch()
+	}
 	if !t.batch.Indexed() {
 		ib := t.m.db.NewIndexedBatch()
 		if !t.batch.Empty() {
@@ -67,6 +70,17 @@ func (t *Task) indexedBatch() *pebble.Batch {
 	return t.batch
 }
 
+// writes returns the task's batch of uncommitted writes, taking one from Pebble when it has
+// none: a task holds no batch between its commits (Apply closes it). Pebble keeps a closed
+// batch's buffer, up to 1 MiB, in its pool, and the batch a task took back at once after its
+// commit was that one: every idle task held a buffer the size of its last commit's writes.
+func (t *Task) writes() *pebble.Batch {
+	if t.batch == nil {
+		t.batch = t.m.db.NewBatch()
+	}
+	return t.batch
+}
+
 // invalidator is an open iterator that a commit or close must stop.
 type invalidator interface{ invalidate(err error) }
 
@@ -76,7 +90,6 @@ func newTask(m *Manager, id TaskID, dir string) *Task {
 		id:    id,
 		dir:   dir,
 		log:   m.log.With("processor", id.Processor, "partition", id.Partition),
-		batch: m.db.NewBatch(),
 		parts: make(map[string]*Partition),
 		iters: make(map[invalidator]struct{}),
 		time:  NoTime,
@@ -291,7 +304,7 @@ func (t *Task) UncommittedBytes() int64 {
 		return 0
 	}
 	n := int64(0)
-	if !t.batch.Empty() {
+	if t.batch != nil && !t.batch.Empty() {
 		n += int64(t.batch.Len())
 	}
 	for _, p := range t.order {
@@ -338,15 +351,15 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 	for _, name := range names {
 		p := t.parts[name]
 		if p.backend == Pebble {
-			_ = t.batch.Set(checkpointKey(p.id), encodeCheckpoint(Checkpoint{checkpoints[name], p.logID}), nil)
+			_ = t.writes().Set(checkpointKey(p.id), encodeCheckpoint(Checkpoint{checkpoints[name], p.logID}), nil)
 		}
 	}
 	for _, p := range t.order {
 		if p.backend == Pebble && t.time > p.savedTime {
-			_ = t.batch.Set(timeKey(p.id), encodeTime(t.time), nil)
+			_ = t.writes().Set(timeKey(p.id), encodeTime(t.time), nil)
 		}
 	}
-	if !t.batch.Empty() {
+	if t.batch != nil && !t.batch.Empty() {
 		wo := t.m.wo
 		if t.unloggedWrites {
 			wo = pebble.Sync
@@ -361,9 +374,11 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 			t.Fail(err)
 			return err
 		}
-		_ = t.batch.Close()
-		t.batch = t.m.db.NewBatch()
 		t.unloggedWrites = false
+	}
+	if t.batch != nil {
+		_ = t.batch.Close()
+		t.batch = nil
 	}
 	t.gen++ // the writes of the last interval are committed
 	for _, p := range t.order {
@@ -432,7 +447,10 @@ func (t *Task) close() {
 	}
 	t.invalidateIters(ErrClosed)
 	t.closed = true
-	_ = t.batch.Close()
+	if t.batch != nil {
+		_ = t.batch.Close()
+		t.batch = nil
+	}
 	for _, p := range t.order {
 		p.mem = nil
 		if p.cache != nil {
