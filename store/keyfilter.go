@@ -2,6 +2,7 @@ package store
 
 import (
 	"hash/maphash"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -23,9 +24,10 @@ import (
 // by default); when a new layer does not fit, the filter is dropped, and the partition's
 // reads search Pebble as they did without it until it is wiped or its task opens again.
 type keyFilter struct {
-	layers []filterLayer
-	bytes  int64
-	budget *filterBudget
+	layers   []filterLayer
+	bytes    int64
+	budget   *filterBudget
+	released bool
 
 	// negatives counts the reads the filter answered (the key is absent).
 	negatives int64
@@ -45,8 +47,12 @@ const (
 	// about 0.4% of absent keys get "maybe" from it.
 	filterBitsPerKey = 12
 	filterProbes     = 7
-	// filterFirstBlocks is the size of a filter's first layer, in blocks: 4 KiB, 2,730 keys.
+	// filterFirstBlocks is the size of a filter's first layer, in blocks: 4 KiB, 2,730 keys;
+	// smaller, down to filterMinBlocks (512 bytes, 341 keys), when the instance has so many
+	// filters that first layers of that size would take more than half of the budget
+	// (filterBudget.firstBlocks): at 256 MiB, 4,096 store partitions of 4 KiB took all of it.
 	filterFirstBlocks = 64
+	filterMinBlocks   = 8
 	filterGrowth      = 4
 	// filterShare: the filters of an instance hold at most Settings.MemoryBytes/filterShare.
 	filterShare = 32
@@ -107,7 +113,7 @@ func (f *keyFilter) add(h uint64) bool {
 	}
 	n := len(f.layers)
 	if n == 0 || f.layers[n-1].keys >= f.layers[n-1].cap {
-		blocks := filterFirstBlocks
+		blocks := f.budget.firstBlocks()
 		if n > 0 {
 			blocks = len(f.layers[n-1].blocks) * filterGrowth
 		}
@@ -134,16 +140,32 @@ func (f *keyFilter) grow(blocks int) bool {
 func (f *keyFilter) release() {
 	f.budget.give(f.bytes)
 	f.bytes, f.layers = 0, nil
+	if !f.released {
+		f.released = true
+		f.budget.filters.Add(-1)
+	}
 }
 
 // filterBudget is the memory the key filters of an instance share.
 type filterBudget struct {
 	used         atomic.Int64
-	quota, limit int64 // the bound of used, and the most one partition's filter may hold
+	quota, limit int64        // the bound of used, and the most one partition's filter may hold
+	filters      atomic.Int64 // the filters not released
+	scans        scanQueue    // the scans of the filter builds (filterBuild)
+}
+
+// firstBlocks returns the size of a new filter's first layer, in blocks: filterFirstBlocks,
+// or less when the filters' first layers of that size would take more than half of the quota,
+// and not less than filterMinBlocks. The per-partition minimum then falls with the partitions,
+// so that thousands of them share the budget instead of the first two thousand taking it.
+func (b *filterBudget) firstBlocks() int {
+	n := max(b.filters.Load(), 1)
+	return int(min(max(b.quota/2/n/64, filterMinBlocks), filterFirstBlocks))
 }
 
 func newFilterBudget(memoryBytes int64) *filterBudget {
-	return &filterBudget{quota: memoryBytes / filterShare, limit: memoryBytes / filterShare / 4}
+	return &filterBudget{quota: memoryBytes / filterShare, limit: memoryBytes / filterShare / 4,
+		scans: scanQueue{limit: runtime.GOMAXPROCS(0)}}
 }
 
 // take reserves n bytes, and reports whether they were within the quota.
@@ -158,7 +180,10 @@ func (b *filterBudget) take(n int64) bool {
 func (b *filterBudget) give(n int64) { b.used.Add(-n) }
 
 // newFilter returns an empty filter, for a partition whose committed state holds no key.
-func (b *filterBudget) newFilter() *keyFilter { return &keyFilter{budget: b} }
+func (b *filterBudget) newFilter() *keyFilter {
+	b.filters.Add(1)
+	return &keyFilter{budget: b}
+}
 
 // initFilter gives the partition a key filter: an empty one when its committed state holds
 // no key (a new store, or one that restores from the start of its changelog); otherwise one

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +26,9 @@ type filterBuild struct {
 	stop atomic.Bool   // the task closes, wipes or drops its filter: give up
 	done chan struct{} // closed when the scan has ended
 	err  error         // why the scan ended without a complete filter; read after done
+
+	db           *pebble.DB // the scan's: the committed keys in [lower, upper)
+	lower, upper []byte
 }
 
 // errFilterFull ends a build whose filter would pass its memory bound.
@@ -38,15 +42,75 @@ const filterScanChunk = 256
 
 // startFilterBuild starts the background build of the partition's filter.
 func (p *Partition) startFilterBuild() {
-	b := &filterBuild{f: p.t.m.filters.newFilter(), done: make(chan struct{})}
+	b := &filterBuild{f: p.t.m.filters.newFilter(), done: make(chan struct{}), db: p.t.m.db, lower: p.prefix, upper: p.upper}
 	p.building = b
-	go b.scan(p.t.m.db, p.prefix, p.upper)
+	p.t.m.filters.scans.run(b)
+}
+
+// scanQueue runs the scans of the filter builds, at most limit at once, in the order they
+// were queued. A goroutine per build was one per store partition that opens on a warm state
+// directory: 4,096 at once, each with its Pebble iterator, when an instance of 4,096 tasks
+// restarts. The scans use the CPU while they run; more of them at once than cores only hold
+// more iterators and stacks. A build stopped while queued leaves the queue (drop).
+type scanQueue struct {
+	mu      sync.Mutex
+	limit   int
+	running int
+	peak    int // the most scans that ran at once
+	pending []*filterBuild
+}
+
+// run runs b's scan on one of the queue's goroutines, now or when one is free.
+func (q *scanQueue) run(b *filterBuild) {
+	q.mu.Lock()
+	if q.running < max(q.limit, 1) {
+		q.running++
+		q.peak = max(q.peak, q.running)
+		q.mu.Unlock()
+		go q.work(b)
+		return
+	}
+	q.pending = append(q.pending, b)
+	q.mu.Unlock()
+}
+
+// work runs b's scan, then the queued ones, until there are none.
+func (q *scanQueue) work(b *filterBuild) {
+	for b != nil {
+		b.scan()
+		q.mu.Lock()
+		b = nil
+		if len(q.pending) > 0 {
+			b, q.pending[0] = q.pending[0], nil
+			q.pending = q.pending[1:]
+		} else {
+			q.running--
+		}
+		q.mu.Unlock()
+	}
+}
+
+// drop takes b out of the queue if its scan has not started, and reports whether it did.
+func (q *scanQueue) drop(b *filterBuild) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := slices.Index(q.pending, b)
+	if i < 0 {
+		return false
+	}
+	q.pending = slices.Delete(q.pending, i, i+1)
+	return true
 }
 
 // scan adds the hash of every committed key in [lower, upper) (without the prefix lower) to
 // the filter.
-func (b *filterBuild) scan(db *pebble.DB, lower, upper []byte) {
+func (b *filterBuild) scan() {
+	db, lower, upper := b.db, b.lower, b.upper
 	defer close(b.done)
+	if b.stop.Load() { // stopped while queued
+		b.err = errFilterStopped
+		return
+	}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		b.err = err
@@ -120,6 +184,10 @@ func (p *Partition) stopFilterBuild() {
 	}
 	p.building = nil
 	b.stop.Store(true)
+	if p.t.m.filters.scans.drop(b) { // not started: it never will
+		b.err = errFilterStopped
+		close(b.done)
+	}
 	<-b.done
 	b.f.release()
 }
