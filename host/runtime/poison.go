@@ -133,6 +133,16 @@ func newPoisonGuard(t *task) *poisonGuard {
 	return &poisonGuard{t: t, undoAt: -1, seen: map[string]bool{}}
 }
 
+// idle lets go of what the guard kept for the batch that ended: the records (their keys and
+// values are the fetch's buffers), the former values of the undo, the held emits. Kept with
+// the task until its next batch, they would grow with tasks, not workers.
+func (g *poisonGuard) idle() {
+	g.records, g.undo, g.staged, g.undoAt = nil, nil, nil, -1
+	if len(g.seen) > 0 {
+		g.seen = map[string]bool{} // clear keeps a map's buckets
+	}
+}
+
 // begin starts a ProcessBatch call of records.
 func (g *poisonGuard) begin(records []engine.Record) {
 	g.active, g.undoAt, g.undo, g.staged = true, -1, g.undo[:0], g.staged[:0]

@@ -79,8 +79,6 @@ type task struct {
 	// its next job starts.
 	owed bool
 
-	batch []engine.Record // the engine records of the job's batch (the job's goroutine only)
-
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported
 
@@ -208,7 +206,9 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	t.batch = t.batch[:0]
+	bp := recordBatches.get(len(recs))
+	defer recordBatches.put(bp)
+	batch := *bp
 	for _, kr := range recs {
 		er := engine.Record{
 			Topic:     kr.Topic,
@@ -224,20 +224,24 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 				er.Headers[i] = engine.Header{Key: h.Key, Value: h.Value}
 			}
 		}
-		t.batch = append(t.batch, er)
+		batch = append(batch, er)
 	}
+	*bp = batch
 	if err := t.borrow(ctx); err != nil {
 		return err
 	}
 	defer t.giveBack(ctx)
+	if t.guard != nil {
+		defer t.guard.idle()
+	}
 	began := time.Now()
 	processed := len(recs)
 	if t.guard != nil {
 		var err error
-		if processed, err = t.processGuarded(ctx, t.batch); err != nil {
+		if processed, err = t.processGuarded(ctx, batch); err != nil {
 			return err
 		}
-	} else if err := t.inst.ProcessBatch(ctx, t.batch); err != nil {
+	} else if err := t.inst.ProcessBatch(ctx, batch); err != nil {
 		return err // an *engine.GuestError: it names the processor, partition, offset and module
 	}
 	t.rt.metrics.processedBatch(t.id.Processor, processed, time.Since(began))
