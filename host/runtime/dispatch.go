@@ -49,6 +49,7 @@ type dispatcher struct {
 	rt    *Runtime
 	work  context.Context // the context of every job: Run's, never canceled by a stop request
 	slots chan struct{}   // a place per running job, Options.Workers at most
+	queue jobQueue        // the jobs waiting for a place (jobqueue.go)
 }
 
 // job is a plugin call that a worker runs for a task: a batch with the punctuations it makes
@@ -88,24 +89,22 @@ func (d *dispatcher) startJob(t *task, recs []*kgo.Record) {
 		cl: t.cl, handOvers: t.cl.HandOvers()}
 	t.job = j
 	t.noteFirst(recs)
-	go d.runJob(ctx, t, j)
+	d.launch(&queuedJob{ctx: ctx, t: t, j: j})
 }
 
-// runJob runs j for t on a worker, then hands t to the loop (jobEnded).
+// endJob hands t, whose job j ended (or never ran: err), to the loop (jobEnded).
+func (d *dispatcher) endJob(t *task, j *job) {
+	j.cancel()
+	close(j.done)
+	d.rt.signals.jobEnded(t)
+}
+
+// runJob runs j for t on a worker, in a place it holds, then gives the place to the next job
+// waiting (release) and hands t to the loop (endJob).
 func (d *dispatcher) runJob(ctx context.Context, t *task, j *job) {
-	defer func() {
-		j.cancel()
-		close(j.done)
-		d.rt.signals.jobEnded(t)
-	}()
-	select {
-	case d.slots <- struct{}{}:
-	case <-ctx.Done():
-		j.err = ctx.Err()
-		return
-	}
+	defer d.endJob(t, j)
 	var once sync.Once
-	free := func() { once.Do(func() { <-d.slots }) }
+	free := func() { once.Do(d.release) }
 	slow := time.AfterFunc(d.slowJob(), free)
 	defer func() {
 		slow.Stop()
