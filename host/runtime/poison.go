@@ -467,7 +467,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 		} else if err := t.dropPoison(ctx, rec, ge, reason); err != nil {
 			return processed, err
 		}
-		if err := t.restartPlugin(ctx); err != nil {
+		if err := t.restartPlugin(ctx, retry); err != nil {
 			return processed, err
 		}
 		records, alone = records[k:], retry
@@ -480,11 +480,21 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 
 // restartPlugin replaces the task's dead instance: the pool closes it, and lends another
 // of the module the task ran, not the processor's newest (a deployed module takes over at a
-// commit boundary, switchModules, never in the middle of an interval). The task's
-// punctuation times are its own (engine.TaskState): they carry over.
-func (t *task) restartPlugin(ctx context.Context) error {
+// commit boundary, switchModules, never in the middle of an interval); a new one when fresh,
+// for a record tried again alone after it ran out of time or memory, which an idle
+// instance's memory, grown by other tasks' calls, must not decide. The task's punctuation
+// times are its own (engine.TaskState): they carry over.
+func (t *task) restartPlugin(ctx context.Context, fresh bool) error {
 	t.giveBack(ctx)
-	return t.borrow(ctx) // on failure the job fails, and with it the task
+	if !fresh {
+		return t.borrow(ctx) // on failure the job fails, and with it the task
+	}
+	in, err := t.pool.GetFresh(ctx, t.et)
+	if err != nil {
+		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
+	}
+	t.inst = in
+	return nil
 }
 
 // dropPoison skips or dead-letters the poison record rec that failed with ge.
