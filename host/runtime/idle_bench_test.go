@@ -24,11 +24,7 @@ import (
 func BenchmarkIdleTaskHeap(b *testing.B) {
 	const partitions, perPartition = 256, 64
 	for range b.N {
-		brokers := cluster(b)
-		src := strings.Replace(fmt.Sprintf(adminHCL, modules["count"]), "partitions = 2", fmt.Sprintf("partitions = %d", partitions), 1)
-		cfg := loadConfig(b, b.TempDir(), src)
-		in := start(b, cfg, brokers, func(o *Options) { o.NoWatch = true })
-		waitFor(b, 120*time.Second, "the tasks to run", func() bool { return running(in.rt) == partitions })
+		brokers, in := startCountTasks(b, partitions, func(o *Options) { o.NoWatch = true })
 		cl, adm := client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		committedSum(b, adm, "deploy", "words") // the client's connections, before the baseline
 		time.Sleep(time.Second)
@@ -78,4 +74,14 @@ func liveHeap() int64 {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// startCountTasks runs count (adminHCL) over partitions partitions of words on a new broker,
+// with mods, and waits until every task runs.
+func startCountTasks(b *testing.B, partitions int, mods ...func(*Options)) ([]string, *instance) {
+	brokers := cluster(b)
+	src := strings.Replace(fmt.Sprintf(adminHCL, modules["count"]), "partitions = 2", fmt.Sprintf("partitions = %d", partitions), 1)
+	in := start(b, loadConfig(b, b.TempDir(), src), brokers, mods...)
+	waitFor(b, 120*time.Second, "the tasks to run", func() bool { return running(in.rt) == partitions })
+	return brokers, in
 }

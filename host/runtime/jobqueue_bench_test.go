@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +18,7 @@ import (
 func BenchmarkJobGoroutines(b *testing.B) {
 	const partitions, perPartition = 256, 64
 	for range b.N {
-		brokers := cluster(b)
-		src := strings.Replace(fmt.Sprintf(adminHCL, modules["count"]), "partitions = 2", fmt.Sprintf("partitions = %d", partitions), 1)
-		cfg := loadConfig(b, b.TempDir(), src)
-		in := start(b, cfg, brokers, func(o *Options) { o.NoWatch, o.Workers = true, 2 })
-		waitFor(b, 120*time.Second, "the tasks to run", func() bool { return running(in.rt) == partitions })
+		brokers, in := startCountTasks(b, partitions, func(o *Options) { o.NoWatch, o.Workers = true, 2 })
 		time.Sleep(time.Second)
 		base := goruntime.NumGoroutine()
 		peak := base
