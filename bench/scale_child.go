@@ -36,8 +36,9 @@ func scaleTopics(app string) (inA, inB, outA, outB string) {
 // would time the probing interval.
 const scaleAcceptableLag = 1 << 40
 
-// scaleHCL is the application of the scale profile: two stateful Go processors, count (a
-// key-value store) and windowcount (a window store of 10-second tumbling windows, and a
+// scaleHCL is, after headerHCL, the application of the scale profile: two stateful Go
+// processors, count (a key-value store) and windowcount (a window store of 10-second
+// tumbling windows, and a
 // stream-time punctuation every second that emits and deletes the closed ones), each on an
 // input topic of its own with Partitions partitions, so 2 x Partitions tasks, their stores
 // logged. Everything else has its default, but for the settings the bench passes to every
@@ -45,15 +46,7 @@ const scaleAcceptableLag = 1 << 40
 // acceptable_recovery_lag. The windows are short so that every rate phase meets window
 // closes evenly, whatever the size.
 const scaleHCL = `
-application_id          = %q
-state_dir               = %q
-processing_guarantee    = %q
-commit_interval         = %q
-state_memory            = %q
 acceptable_recovery_lag = %d
-%s
-admin { listen = "" }
-kafka { brokers = %q }
 topic %q { partitions = %d }
 topic %q { partitions = %d }
 processor "count" {
@@ -85,14 +78,10 @@ func runScaleChild(ctx context.Context, s spec) (childReport, error) {
 	if s.Scale == nil {
 		return rep, errors.New("scale: no scale spec")
 	}
-	limit := ""
-	if s.MemoryLimit != "" {
-		limit = fmt.Sprintf("memory_limit = %q", s.MemoryLimit)
-	}
 	inA, inB, outA, outB := scaleTopics(s.App)
 	p := s.Scale.Partitions
-	src := fmt.Sprintf(scaleHCL, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.StateMemory, int64(scaleAcceptableLag), limit,
-		s.Brokers, inA, p, inB, p, s.Module, inA, outA, s.Scale.WindowModule, inB, outB)
+	src := s.headerHCL() + fmt.Sprintf(scaleHCL, int64(scaleAcceptableLag),
+		inA, p, inB, p, s.Module, inA, outA, s.Scale.WindowModule, inB, outB)
 	cfg, diags := config.Parse([]byte(src), "scale.hcl", config.Options{})
 	if diags.HasErrors() {
 		return rep, fmt.Errorf("config: %s", diags.Error())

@@ -15,17 +15,27 @@ import (
 	"github.com/statehost/statehost/restore"
 )
 
-// statehostHCL is the application the statehost contenders run: the count processor of the
-// word count alone, over pre-tokenized words, with its store logged to its changelog.
-const statehostHCL = `
-application_id       = %q
+// headerHCL is the top of the configuration of every statehost child: the application, its
+// state directory, guarantee, commit interval and memory settings, no admin listener, and
+// the brokers.
+func (s spec) headerHCL() string {
+	limit := ""
+	if s.MemoryLimit != "" {
+		limit = fmt.Sprintf("memory_limit         = %q\n", s.MemoryLimit)
+	}
+	return fmt.Sprintf(`application_id       = %q
 state_dir            = %q
 processing_guarantee = %q
 commit_interval      = %q
 state_memory         = %q
-%s
-admin { listen = "" }
+%sadmin { listen = "" }
 kafka { brokers = %q }
+`, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.StateMemory, limit, s.Brokers)
+}
+
+// statehostHCL is, after headerHCL, the application the statehost contenders run: the count processor of the
+// word count alone, over pre-tokenized words, with its store logged to its changelog.
+const statehostHCL = `
 topic %q { partitions = %d }
 processor "count" {
   module  = %q
@@ -44,11 +54,7 @@ processor "count" {
 // until ctx ends; in restore mode, until every store partition is restored.
 func runStatehost(ctx context.Context, s spec) (childReport, error) {
 	var rep childReport
-	limit := ""
-	if s.MemoryLimit != "" {
-		limit = fmt.Sprintf("memory_limit = %q", s.MemoryLimit)
-	}
-	src := fmt.Sprintf(statehostHCL, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.StateMemory, limit, s.Brokers,
+	src := s.headerHCL() + fmt.Sprintf(statehostHCL,
 		s.Input, partitions, s.Module, s.Input, s.Output, s.Coalesce)
 	cfg, diags := config.Parse([]byte(src), "bench.hcl", config.Options{})
 	if diags.HasErrors() {
