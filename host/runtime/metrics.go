@@ -215,6 +215,16 @@ func (m *metrics) addProcessor(name string) {
 	m.logsDropped.WithLabelValues(name)
 }
 
+// addInstances registers statehost_plugin_instances for the processor name: the plugin
+// instances it holds now (idle and lent), read from instances at each scrape.
+func (m *metrics) addInstances(name string, instances func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "statehost_plugin_instances",
+		Help:        "The plugin instances a processor holds now, idle and lent: its pools' (about one per worker), and one per task for a module that asks for an instance per task.",
+		ConstLabels: prometheus.Labels{"processor": name},
+	}, func() float64 { return float64(instances()) }))
+}
+
 // proc returns the metrics of the processor name (one that addProcessor created).
 func (m *metrics) proc(name string) *procMetrics {
 	if p := m.procs[name]; p != nil {

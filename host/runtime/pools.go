@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/statehost/statehost/host/engine"
 )
@@ -21,6 +22,9 @@ import (
 type procPools struct {
 	mu    sync.Mutex
 	pools map[*engine.Module]*engine.Pool
+	// own counts the tasks with a pool of their own (an instance per task): one instance
+	// each, idle or lent.
+	own atomic.Int64
 }
 
 // poolFor returns the pool a task borrows mod's instances from: the processor's for mod, or
@@ -70,6 +74,12 @@ func (p *processor) instances() int {
 	return n
 }
 
+// liveInstances returns how many instances the processor holds now: its pools' and one for
+// each task with a pool of its own (statehost_plugin_instances).
+func (p *processor) liveInstances() int {
+	return p.instances() + int(p.pools.own.Load())
+}
+
 // taskPlugin is the task's side of its plugin: the pool it borrows instances from, the
 // instance its running job borrowed, and what the engine keeps of the task between calls.
 type taskPlugin struct {
@@ -94,12 +104,16 @@ func (t *task) start(ctx context.Context, pool *engine.Pool, own bool) error {
 	pool.Put(ctx, in)
 	t.dropPool(ctx)
 	t.pool, t.ownPool, t.mod = pool, own, pool.Module()
+	if own {
+		t.proc.pools.own.Add(1)
+	}
 	return nil
 }
 
 // dropPool lets go of the task's pool, closing it if it is the task's own.
 func (t *task) dropPool(ctx context.Context) {
 	if t.pool != nil && t.ownPool {
+		t.proc.pools.own.Add(-1)
 		if err := t.pool.Close(ctx); err != nil {
 			t.rt.log.Warn("closing the plugin instance", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
 		}

@@ -35,6 +35,9 @@ func TestPooledInstances(t *testing.T) {
 		if n < 1 || n > 2 {
 			t.Errorf("processor %s: %d instances for %d tasks, want 1 or 2 (the workers)", p.cfg.Name, n, tasks[p.cfg.Name])
 		}
+		if g := instancesGauge(t, rt, p.cfg.Name); g != float64(n) {
+			t.Errorf("statehost_plugin_instances{processor=%s} = %v, want its pools' %d", p.cfg.Name, g, n)
+		}
 	}
 	if err := in.stop(t); err != nil {
 		t.Fatal(err)
@@ -95,8 +98,32 @@ processor "pertask" {
 		if n := p.instances(); n != 0 {
 			t.Errorf("processor %s: %d instances in shared pools, want none", p.cfg.Name, n)
 		}
+		if g := instancesGauge(t, rt, p.cfg.Name); g != 2 {
+			t.Errorf("statehost_plugin_instances{processor=%s} = %v, want 2 (one per task)", p.cfg.Name, g)
+		}
 	}
 	if err := in.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// instancesGauge returns statehost_plugin_instances of processor proc, from rt's registry.
+func instancesGauge(t *testing.T, rt *Runtime, proc string) float64 {
+	t.Helper()
+	fams, err := rt.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "statehost_plugin_instances" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label(m, "processor") == proc {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no statehost_plugin_instances{processor=%s}", proc)
+	return 0
 }

@@ -374,6 +374,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 			p.stores = append(p.stores, spec)
 		}
 		r.metrics.addProcessor(pc.Name)
+		r.metrics.addInstances(pc.Name, p.liveInstances)
 		r.procs = append(r.procs, p)
 		for _, in := range pc.Inputs {
 			r.readers[in] = append(r.readers[in], p)
