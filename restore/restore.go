@@ -179,11 +179,17 @@ func (r *Restorer) restore(ctx context.Context, tasks []*changelog.Task, follow 
 	// Export even after a failure: a wipe or the batches applied so far
 	// moved the checkpoints, and the file must not show the old ones. The
 	// batches were applied without fsync: sync them first, so that the file
-	// never names a checkpoint that a crash can still take back.
+	// never names a checkpoint that a crash can still take back. One sync
+	// makes every task's durable (it syncs the write-ahead log the tasks
+	// share): the tasks after the first that synced need none of their own.
+	synced := false
 	for _, t := range tasks {
-		if xerr := t.StoreTask().Sync(); xerr != nil {
-			r.log.Warn("could not sync the restored batches; the checkpoint file keeps its previous checkpoints", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
-			continue
+		if !synced {
+			if xerr := t.StoreTask().Sync(); xerr != nil {
+				r.log.Warn("could not sync the restored batches; the checkpoint file keeps its previous checkpoints", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
+				continue
+			}
+			synced = true
 		}
 		if xerr := t.ExportCheckpoints(); xerr != nil {
 			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
