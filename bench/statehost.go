@@ -33,8 +33,9 @@ kafka { brokers = %q }
 `, s.App, s.Dir, s.Guarantee, s.CommitInterval.String(), s.StateMemory, limit, s.Brokers)
 }
 
-// statehostHCL is, after headerHCL, the application the statehost contenders run: the count processor of the
-// word count alone, over pre-tokenized words, with its store logged to its changelog.
+// statehostHCL is, after headerHCL, the application the statehost contenders run: the count
+// processor of the word count alone, over pre-tokenized words, with its store logged to its
+// changelog.
 const statehostHCL = `
 topic %q { partitions = %d }
 processor "count" {

@@ -120,8 +120,8 @@ func (p *Pool) takeIdle(task Task) *Instance {
 }
 
 // Put takes back an instance that Get lent, once the caller's call has returned: it becomes
-// idle, bound to no task, or is closed when it is dead, the pool has Size idle instances
-// already, or the pool is closed.
+// idle, bound to no task, or is closed when it is dead, the pool keeps as many idle
+// instances as its size (NewPool) already, or the pool is closed.
 func (p *Pool) Put(ctx context.Context, in *Instance) {
 	dead := in.Err() != nil
 	in.unbind() // nothing of the task stays reachable from the idle instance
