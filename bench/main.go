@@ -80,6 +80,8 @@ func mainRun() int {
 	scaleTasks := flag.String("scale-tasks", "8,256,1024,4096", "with -scale: the sizes, in tasks, comma-separated (even: two processors, tasks/2 partitions each)")
 	flag.IntVar(&o.scaleRate, "scale-rate", 10000, "with -scale: the input rate at every size, records/s over both input topics")
 	flag.DurationVar(&o.scaleFor, "scale-for", 15*time.Second, "with -scale: how long the input rate is held for the records/s figure")
+	flag.IntVar(&o.scaleStandbys, "scale-standbys", 1, "with -scale: the application's standby_replicas; with 1, the move of half the tasks also "+
+		"starts a standby of every task, on the other instance (0: a move without standbys)")
 	flag.Parse()
 	if *childSpec != "" {
 		return runChild(*childSpec)
@@ -127,6 +129,8 @@ type options struct {
 	scaleTasks []int         // its sizes
 	scaleRate  int           // its input rate, records/s
 	scaleFor   time.Duration // how long it holds the rate
+	// scaleStandbys is its standby_replicas.
+	scaleStandbys int
 }
 
 func runBench(ctx context.Context, o options) error {

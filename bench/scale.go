@@ -25,6 +25,9 @@ type scaleOptions struct {
 	tasks []int         // the sizes, in tasks (even: two processors, tasks/2 partitions each)
 	rate  int           // the input rate, records/s over both input topics
 	span  time.Duration // how long the rate is held for the records/s figure
+	// standbys is the application's standby_replicas: with one instance there is nowhere to
+	// put them, so they count from the second instance's join, the move.
+	standbys int
 }
 
 // parseScaleTasks reads -scale-tasks: a comma-separated list of even task counts.
@@ -66,6 +69,9 @@ type scaleRun struct {
 	moveJoinTook time.Duration // from its group join to the same
 	movePhases   startPhases   // the second instance's start, step by step
 	peakRSS2     int64         // the second instance's VmHWM, bytes
+	// standbys1 and standbys2 are the standby store restores each instance had begun
+	// when the last moved task ran.
+	standbys1, standbys2 int
 
 	stopTook time.Duration // the first instance's stop, from SIGTERM to its exit
 	err      error
@@ -86,14 +92,14 @@ func (b *bench) scaleProfile(ctx context.Context, o options) error {
 	if o.kfake {
 		brokerName = "kfake (embedded)"
 	}
-	return b.runScale(ctx, scaleOptions{tasks: o.scaleTasks, rate: o.scaleRate, span: o.scaleFor}, window, brokerName)
+	return b.runScale(ctx, scaleOptions{tasks: o.scaleTasks, rate: o.scaleRate, span: o.scaleFor, standbys: o.scaleStandbys}, window, brokerName)
 }
 
 // runScale runs the scale profile: each size in turn, on a new application and new topics.
 func (b *bench) runScale(ctx context.Context, so scaleOptions, windowModule, brokerName string) error {
 	fmt.Printf("statehost scale profile: tasks %v (count + windowcount, Go guests, tasks/2 partitions each), input %d records/s for %s, "+
-		"commit interval %s, state_memory %s, memory_limit %s, broker %s\n",
-		so.tasks, so.rate, so.span, b.interval, b.stateMemory, orNone(b.memoryLimit), brokerName)
+		"standby_replicas %d, commit interval %s, state_memory %s, memory_limit %s, broker %s\n",
+		so.tasks, so.rate, so.span, so.standbys, b.interval, b.stateMemory, orNone(b.memoryLimit), brokerName)
 	var runs []*scaleRun
 	for _, n := range so.tasks {
 		r := b.scaleSize(ctx, so, n, windowModule)
@@ -103,7 +109,7 @@ func (b *bench) runScale(ctx context.Context, so scaleOptions, windowModule, bro
 			return ctx.Err()
 		}
 	}
-	reportScale(os.Stdout, runs)
+	reportScale(os.Stdout, runs, so.standbys)
 	failed := 0
 	for _, r := range runs {
 		if r.err != nil {
@@ -136,7 +142,8 @@ func (b *bench) scaleSize(ctx context.Context, so scaleOptions, n int, windowMod
 	s := spec{Kind: "scale", Brokers: b.brokers, App: app, Input: inA, Output: outA, Guarantee: "at_least_once",
 		Dir: filepath.Join(b.dir, app+"-1"), Module: b.module, CommitInterval: b.interval, StateMemory: b.stateMemory,
 		MemoryLimit: b.memoryLimit,
-		Scale:       &scaleSpec{Partitions: parts, WindowModule: windowModule, Events: filepath.Join(b.dir, app+"-1.events")}}
+		Scale: &scaleSpec{Partitions: parts, Standbys: so.standbys, WindowModule: windowModule,
+			Events: filepath.Join(b.dir, app+"-1.events")}}
 	if b.cpuProfile != "" {
 		s.CPUProfile = filepath.Join(b.cpuProfile, app+".pprof")
 		s.HeapProfile = filepath.Join(b.cpuProfile, app+".heap")
@@ -205,9 +212,10 @@ func (b *bench) scaleSize(ctx context.Context, so scaleOptions, n int, windowMod
 	}
 	r.peakRSS, _ = peakRSS(pid)
 
-	// A second instance in the group takes half the tasks, restored from their changelogs
-	// (no standbys), while the input goes on at the same rate. It has the compiled modules, as
-	// on a machine where statehost ran before.
+	// A second instance in the group takes half the tasks, restored from their changelogs,
+	// while the input goes on at the same rate. With standbys, it also starts a standby of each
+	// task that stays, and the first keeps the moved tasks' state as their standbys. It has
+	// the compiled modules, as on a machine where statehost ran before.
 	s2 := s
 	s2.Dir, s2.CPUProfile, s2.HeapProfile, s2.Trace = filepath.Join(b.dir, app+"-2"), "", "", ""
 	sc := *s.Scale
@@ -230,6 +238,9 @@ func (b *bench) scaleSize(ctx context.Context, so scaleOptions, n int, windowMod
 		at, joined, err = ev2.waitRunning(ctx, ch2, n/2, fmt.Sprintf("%s, second instance", app))
 		if err == nil {
 			r.moved, r.moveTook, r.moveJoinTook = len(ev2.running), at.Sub(t1), at.Sub(joined)
+			if err = ev1.poll(); err == nil {
+				r.standbys1, r.standbys2 = len(ev1.standbys), len(ev2.standbys)
+			}
 			r.movePhases = ev2.phases(t1)
 			r.peakRSS2, _ = peakRSS(ch2.cmd.Process.Pid)
 		}

@@ -17,6 +17,7 @@ import (
 // scaleSpec is what a child of the scale profile needs beyond its spec.
 type scaleSpec struct {
 	Partitions   int32  // of each of the two input topics: the tasks are twice as many
+	Standbys     int    // standby_replicas
 	WindowModule string // the windowcount module's path (spec.Module is count's)
 	Events       string // the file the child appends its runtime events to, one JSON object a line
 }
@@ -29,7 +30,7 @@ func scaleTopics(app string) (inA, inB, outA, outB string) {
 
 // scaleAcceptableLag is the scale profile's acceptable_recovery_lag: high enough that every
 // task whose desired owner is the new instance moves to it in the first rebalance, and is
-// restored there before it runs (a cold move, without standbys). With the default of 10,000,
+// restored there before it runs (a cold move: a new instance has no standby to promote). With the default of 10,000,
 // tasks with more changelog records than that (at 8 tasks about 19,000 each at the default
 // rate) would stay where they run and start warmups, at most two per rebalance (maxWarmups in
 // host/runtime/assign.go), and move at a probing rebalance 10 minutes later: the measure
@@ -42,11 +43,12 @@ const scaleAcceptableLag = 1 << 40
 // stream-time punctuation every second that emits and deletes the closed ones), each on an
 // input topic of its own with Partitions partitions, so 2 x Partitions tasks, their stores
 // logged. Everything else has its default, but for the settings the bench passes to every
-// statehost contender (commit interval, state_memory, memory_limit) and
-// acceptable_recovery_lag. The windows are short so that every rate phase meets window
+// statehost contender (commit interval, state_memory, memory_limit), acceptable_recovery_lag
+// and standby_replicas (-scale-standbys). The windows are short so that every rate phase meets window
 // closes evenly, whatever the size.
 const scaleHCL = `
 acceptable_recovery_lag = %d
+standby_replicas        = %d
 topic %q { partitions = %d }
 topic %q { partitions = %d }
 processor "count" {
@@ -80,7 +82,7 @@ func runScaleChild(ctx context.Context, s spec) (childReport, error) {
 	}
 	inA, inB, outA, outB := scaleTopics(s.App)
 	p := s.Scale.Partitions
-	src := s.headerHCL() + fmt.Sprintf(scaleHCL, int64(scaleAcceptableLag),
+	src := s.headerHCL() + fmt.Sprintf(scaleHCL, int64(scaleAcceptableLag), s.Scale.Standbys,
 		inA, p, inB, p, s.Module, inA, outA, s.Scale.WindowModule, inB, outB)
 	cfg, diags := config.Parse([]byte(src), "scale.hcl", config.Options{})
 	if diags.HasErrors() {

@@ -22,7 +22,9 @@ type eventTail struct {
 	off     int64
 	partial []byte          // an unfinished last line
 	running map[string]bool // "processor/partition"
-	joined  time.Time       // the first "running" event: the group join begins
+	// standbys is the stores of standby tasks whose restore began: "processor/partition/store".
+	standbys map[string]bool
+	joined   time.Time // the first "running" event: the group join begins
 	// assigned is the first partitions_assigned, restored the last restore_done of an active
 	// task so far: with joined and reached, the phases of a start.
 	assigned, restored time.Time
@@ -71,6 +73,13 @@ func (t *eventTail) apply(e runtime.Event) {
 	case runtime.EventRunning:
 		if t.joined.IsZero() {
 			t.joined = e.Time
+		}
+	case runtime.EventRestoreStarted:
+		if e.Standby {
+			if t.standbys == nil {
+				t.standbys = map[string]bool{}
+			}
+			t.standbys[task+"/"+e.Store] = true
 		}
 	case runtime.EventPartitionsAssigned:
 		if t.assigned.IsZero() {
