@@ -150,6 +150,17 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
+// Trim closes the idle instances, and the pool goes on: for a pool that no task may borrow
+// from for a while (its processor has no task here), whose instances would hold their memory
+// for nothing. The next Get instantiates anew.
+func (p *Pool) Trim(ctx context.Context) error {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	return closeAll(ctx, idle)
+}
+
 // Close closes the idle instances; those lent are closed when they are Put back, and Get
 // fails with ErrClosed from now on. It does not close the Module.
 func (p *Pool) Close(ctx context.Context) error {
@@ -157,8 +168,12 @@ func (p *Pool) Close(ctx context.Context) error {
 	idle := p.idle
 	p.idle, p.closed = nil, true
 	p.mu.Unlock()
+	return closeAll(ctx, idle)
+}
+
+func closeAll(ctx context.Context, ins []*Instance) error {
 	var errs []error
-	for _, in := range idle {
+	for _, in := range ins {
 		errs = append(errs, in.Close(ctx))
 	}
 	return errors.Join(errs...)

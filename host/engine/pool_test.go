@@ -203,6 +203,38 @@ func TestPoolSize(t *testing.T) {
 	}
 }
 
+// TestPoolTrim: Trim closes the idle instances and the pool goes on lending, with new ones.
+func TestPoolTrim(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	p := NewPool(compile(t, e, "count_c"), 2)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	_, a := pooledTask(t, "count_c", 0, "counts")
+	ctx := context.Background()
+	idle, err := batchOn(t, p, a, recs("x")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats(); got.Idle != 0 || got.Created != 1 {
+		t.Errorf("stats after Trim %+v, want none idle, 1 created", got)
+	}
+	if err := idle.ProcessBatch(ctx, recs("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("a trimmed instance: %v, want ErrClosed", err)
+	}
+	next, err := batchOn(t, p, a, recs("y")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next == idle {
+		t.Error("the pool lent the trimmed instance again")
+	}
+	if got := p.Stats(); got.Idle != 1 || got.Created != 2 {
+		t.Errorf("stats after the next call %+v, want 1 idle, 2 created", got)
+	}
+}
+
 // TestPoolInitUsesState: the instances of a module whose statehost_init does per-task work
 // (it reads and writes its task's store) serve only the task their init ran for: each task
 // gets its own init once, and an idle instance goes back to the task it was made for.

@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +28,23 @@ type procPools struct {
 	// own counts the tasks with a pool of their own (an instance per task): one instance
 	// each, idle or lent.
 	own atomic.Int64
+	// shared counts the tasks that borrow from pools: when the last of them goes (the
+	// processor has no task here any more), the pools' idle instances are closed.
+	shared atomic.Int64
+}
+
+// trimIdle closes the idle instances of every pool of the processor, which no task borrows
+// from now.
+func (p *processor) trimIdle(ctx context.Context) error {
+	pp := &p.pools
+	pp.mu.Lock()
+	pools := slices.Collect(maps.Values(pp.pools))
+	pp.mu.Unlock()
+	var errs []error
+	for _, pool := range pools {
+		errs = append(errs, pool.Trim(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // poolFor returns the pool a task borrows mod's instances from: the processor's for mod, or
@@ -102,21 +122,30 @@ func (t *task) start(ctx context.Context, pool *engine.Pool, own bool) error {
 		return fmt.Errorf("runtime: task %s: start the plugin: %w", t.id, err)
 	}
 	pool.Put(ctx, in)
-	t.dropPool(ctx)
-	t.pool, t.ownPool, t.mod = pool, own, pool.Module()
 	if own {
 		t.proc.pools.own.Add(1)
+	} else {
+		t.proc.pools.shared.Add(1) // before the old pool is dropped: no trim in between
 	}
+	t.dropPool(ctx)
+	t.pool, t.ownPool, t.mod = pool, own, pool.Module()
 	return nil
 }
 
-// dropPool lets go of the task's pool, closing it if it is the task's own.
+// dropPool lets go of the task's pool, closing it if it is the task's own, or closing the
+// idle instances of the processor's pools if it was the last task to borrow from them.
 func (t *task) dropPool(ctx context.Context) {
-	if t.pool != nil && t.ownPool {
+	var err error
+	switch {
+	case t.pool == nil:
+	case t.ownPool:
 		t.proc.pools.own.Add(-1)
-		if err := t.pool.Close(ctx); err != nil {
-			t.rt.log.Warn("closing the plugin instance", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
-		}
+		err = t.pool.Close(ctx)
+	case t.proc.pools.shared.Add(-1) == 0:
+		err = t.proc.trimIdle(ctx)
+	}
+	if err != nil {
+		t.rt.log.Warn("closing plugin instances", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
 	}
 	t.pool, t.ownPool = nil, false
 }

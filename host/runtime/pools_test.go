@@ -127,3 +127,63 @@ func instancesGauge(t *testing.T, rt *Runtime, proc string) float64 {
 	t.Fatalf("no statehost_plugin_instances{processor=%s}", proc)
 	return 0
 }
+
+// TestIdleInstancesTrimmed: an instance that loses the last task of a processor to a joining
+// peer closes that processor's idle plugin instances, and keeps the other's.
+func TestIdleInstancesTrimmed(t *testing.T) {
+	brokers := cluster(t)
+	src := `
+application_id  = "trim"
+commit_interval = "200ms"
+admin { listen = "" }
+topic "a" {
+  partitions = 1
+}
+topic "b" {
+  partitions = 1
+}
+processor "ca" {
+  module  = "{{count}}"
+  inputs  = ["a"]
+  outputs = ["a-out"]
+  store "counts" {}
+}
+processor "tb" {
+  module  = "{{tokenize}}"
+  inputs  = ["b"]
+  outputs = ["b-out"]
+}
+`
+	x := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	waitFor(t, 60*time.Second, "both tasks to run on the first instance", func() bool { return running(x.rt) == 2 })
+	for _, p := range x.rt.procs {
+		if n := p.instances(); n < 1 {
+			t.Fatalf("processor %s: %d instances with a task running, want 1 or more", p.cfg.Name, n)
+		}
+	}
+	y := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	waitFor(t, 60*time.Second, "one task on each instance", func() bool { return running(x.rt) == 1 && running(y.rt) == 1 })
+	kept := map[string]bool{}
+	for _, ts := range x.rt.Status().Tasks {
+		if ts.State == "running" {
+			kept[ts.Processor] = true
+		}
+	}
+	for _, p := range x.rt.procs {
+		n, want := p.instances(), "none"
+		if kept[p.cfg.Name] {
+			want = "1 or more"
+		}
+		if (n == 0) == kept[p.cfg.Name] {
+			t.Errorf("processor %s on the first instance: %d instances, want %s", p.cfg.Name, n, want)
+		}
+		if g := instancesGauge(t, x.rt, p.cfg.Name); g != float64(n) {
+			t.Errorf("statehost_plugin_instances{processor=%s} = %v, want its pools' %d", p.cfg.Name, g, n)
+		}
+	}
+	for _, in := range []*instance{y, x} {
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
