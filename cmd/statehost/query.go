@@ -19,7 +19,7 @@ import (
 	"github.com/statehost/statehost/host/runtime"
 )
 
-const querySynopsis = "[--config FILE] [--stale] STORE KEY"
+const querySynopsis = "[--config FILE] [--stale] [--partition N] STORE KEY"
 
 const queryUsage = `Prints the value of KEY in the key-value store STORE of the running application of a
 configuration file, as its admin API answers it (admin.listen): the instance there answers
@@ -28,6 +28,11 @@ the admin token of the configuration, if any, there too). The value is printed
 byte for byte (a newline follows on a terminal only). Exits 1 when the key is absent (with a
 message on stderr), or when the store cannot answer now (its task restores or moves: retry,
 or pass --stale to read a restoring or standby copy).
+
+The key is looked for in the partition of its own murmur2 hash over the store's input
+partitions, which is where the task keyed by it writes it. A store keyed otherwise than its
+input records (say <account>/<seq>, written by the task of <account>) needs --partition N,
+the partition of the task that wrote the key.
 `
 
 const statusSynopsis = "[--config FILE] [--json]"
@@ -41,11 +46,12 @@ module versions of the processors.
 // adminTimeout bounds a query or a status request.
 const adminTimeout = 30 * time.Second
 
-// queryCmd is `statehost query [--config FILE] [--stale] STORE KEY`.
+// queryCmd is `statehost query [--config FILE] [--stale] [--partition N] STORE KEY`.
 func queryCmd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "query", querySynopsis, queryUsage)
 	cfgPath := fs.String("config", "config.hcl", "the application's configuration `file`")
 	stale := fs.Bool("stale", false, "also read a copy that is restoring or a standby")
+	partition := fs.String("partition", "", "read partition `N` of the store, instead of the partition of the key's hash")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -59,8 +65,15 @@ func queryCmd(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	log := env.Logger.Named("query")
 	path := "/v1/stores/" + url.PathEscape(pos[0]) + "/keys/" + url.PathEscape(pos[1])
+	q := url.Values{}
 	if *stale {
-		path += "?stale=true"
+		q.Set("stale", "true")
+	}
+	if *partition != "" {
+		q.Set("partition", *partition)
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	body, status, err := adminGet(ctx, cfg, path)
 	switch {

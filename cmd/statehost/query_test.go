@@ -14,7 +14,8 @@ import (
 
 // TestQueryAndStatusCommands: two instances share the word count; statehost query through the
 // first instance's admin listener prints every word's count, whichever instance runs its task
-// (the other's are redirected), and exits 1 for an absent key; statehost status prints the
+// (the other's are redirected), and exits 1 for an absent key; with --partition it reads the
+// partition it names; statehost status prints the
 // first instance's tasks and processors.
 func TestQueryAndStatusCommands(t *testing.T) {
 	bin := buildBinary(t)
@@ -65,6 +66,18 @@ func TestQueryAndStatusCommands(t *testing.T) {
 	}
 	if res := runCLI(t.Context(), "", "query", "--config", cfg, "counts", "no-such-word"); res.code != 1 || !strings.Contains(res.stderr, "no key") {
 		t.Errorf("an absent key: %s; want exit 1 and a message", res)
+	}
+	// --partition reads the partition it names: the key's own, or another that lacks it.
+	for w, n := range ref {
+		part := runtime.KeyPartition([]byte(w), 3, 0)
+		if res := runCLI(t.Context(), "", "query", "--config", cfg, "--partition", strconv.Itoa(int(part)), "counts", w); res.code != 0 || res.stdout != strconv.Itoa(n) {
+			t.Errorf("statehost query --partition %d counts %s: %s; want %d", part, w, res, n)
+		}
+		other := strconv.Itoa(int(part+1) % 3)
+		if res := runCLI(t.Context(), "", "query", "--config", cfg, "--partition", other, "counts", w); res.code != 1 || !strings.Contains(res.stderr, "partition "+other) {
+			t.Errorf("statehost query --partition %s counts %s: %s; want exit 1, not in that partition", other, w, res)
+		}
+		break
 	}
 	res := runCLI(t.Context(), "", "status", "--config", cfg)
 	if res.code != 0 || !strings.Contains(res.stdout, "running") || !strings.Contains(res.stdout, "PROCESSOR") || !strings.Contains(res.stdout, "count_") {

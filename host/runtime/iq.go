@@ -27,9 +27,12 @@ import (
 //	GET /v1/stores/{store}/keys/{key}             the value of key (raw bytes), 404 when absent
 //	GET /v1/stores/{store}/range?from=&to=&limit= the entries in [from, to] as JSON lines
 //
-// A key lives in the partition that Kafka's default partitioner (murmur2, as franz-go and the
-// Java client use) gives it among the partitions of the store's input topics: the partition
-// of the task that writes it, when the inputs are keyed by it. The instance that runs that
+// A key is looked for in the partition that Kafka's default partitioner (murmur2, as franz-go
+// and the Java client use) gives it among the partitions of the store's input topics: the
+// partition of the task that writes it, when the inputs are keyed by it. ?partition=N looks
+// in partition N instead: a store keyed otherwise than its input records (say
+// "<account>/<seq>", written by the task of "<account>") holds a key in the partition of the
+// task that wrote it, which the key's own hash does not tell. The instance that runs that
 // task answers from the store's committed state (as of the task's last commit: a read never
 // sees the writes of a batch in progress). Another instance answers 307 to the admin address
 // of the instance that runs the task (instances publish it in the group metadata, and each
@@ -38,9 +41,13 @@ import (
 // redirected request that finds the task elsewhere again answers 503 rather than bouncing.
 //
 // A range reads the partitions that this instance runs (with ?stale=true, also those it
-// restores or keeps standby copies of), in partition then key order, limit entries in all
-// (default 1000); ?partition=N reads one partition, wherever it runs (307 as for a key). The
-// header X-Statehost-Partitions lists the partitions read. Each line is
+// restores or keeps standby copies of), in ascending partition order and each partition's
+// keys in ascending byte order, from and to included (empty or absent: from the first key, to
+// the last), limit entries in all (default defaultRangeLimit, at most maxRangeLimit): the
+// lowest partitions fill an answer first. ?partition=N reads one partition, wherever it runs
+// (307 as for a key); there is no cursor, so a client pages one partition at a time, from the
+// last key it got followed by a zero byte. The header X-Statehost-Partitions lists the
+// partitions read. Each line is
 // {"partition":N,"key":"...","value":"..."}; bytes that are not UTF-8 come as key_base64 or
 // value_base64 instead.
 //
@@ -165,8 +172,17 @@ func (qs *queries) getKey(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	key := []byte(req.PathValue("key"))
-	part := KeyPartition(key, p.partitions, 0)
-	if qerr := qs.locate(req, p, part, req.URL.Query().Get("stale") == "true"); qerr != nil {
+	q := req.URL.Query()
+	part, hashed := KeyPartition(key, p.partitions, 0), true
+	if s := q.Get("partition"); s != "" {
+		n, qerr := parsePartition(p, s)
+		if qerr != nil {
+			qerr.write(w)
+			return
+		}
+		part, hashed = n, false
+	}
+	if qerr := qs.locate(req, p, part, q.Get("stale") == "true"); qerr != nil {
 		qerr.write(w)
 		return
 	}
@@ -185,7 +201,11 @@ func (qs *queries) getKey(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("X-Statehost-Partition", strconv.Itoa(int(part)))
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Errorf("no key %q in store %s (partition %d)", key, spec.Name, part))
+		err := fmt.Errorf("no key %q in store %s (partition %d)", key, spec.Name, part)
+		if hashed && p.partitions > 1 {
+			err = fmt.Errorf("%w: the partition of the key's own hash; a store keyed otherwise than its input records needs ?partition=N, the partition of the task that writes the key", err)
+		}
+		writeError(w, http.StatusNotFound, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -253,14 +273,14 @@ func parseRange(q url.Values) (rangeQuery, error) {
 // stale, also those it restores or keeps standby copies of).
 func (qs *queries) rangePartitions(req *http.Request, p *processor, partition string, stale bool) ([]int32, *queryError) {
 	if partition != "" {
-		n, err := strconv.Atoi(partition)
-		if err != nil || n < 0 || n >= int(p.partitions) {
-			return nil, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("partition %q: want a number from 0 to %d", partition, p.partitions-1)}
-		}
-		if qerr := qs.locate(req, p, int32(n), stale); qerr != nil {
+		n, qerr := parsePartition(p, partition)
+		if qerr != nil {
 			return nil, qerr
 		}
-		return []int32{int32(n)}, nil
+		if qerr := qs.locate(req, p, n, stale); qerr != nil {
+			return nil, qerr
+		}
+		return []int32{n}, nil
 	}
 	var parts []int32
 	for part := range p.partitions {
@@ -269,6 +289,16 @@ func (qs *queries) rangePartitions(req *http.Request, p *processor, partition st
 		}
 	}
 	return parts, nil
+}
+
+// parsePartition reads the partition parameter of a query of p's store: a number from 0 to
+// p's partition count - 1, else the 400.
+func parsePartition(p *processor, s string) (int32, *queryError) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n >= int(p.partitions) {
+		return 0, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("partition %q: want a number from 0 to %d", s, p.partitions-1)}
+	}
+	return int32(n), nil
 }
 
 // readRange reads rq from this instance's copies of parts of the store, in partition then key

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 )
 
@@ -335,28 +337,36 @@ func TestStatusAfterRestore(t *testing.T) {
 	}
 }
 
+// startKeysPair starts two instances of application app, whose processor count runs module
+// (a name of modules) over the topic keys of partitions partitions, with its store counts,
+// its output key-counts and an admin listener; and returns them with a client of brokers.
+func startKeysPair(t *testing.T, brokers []string, app string, partitions int, module string) (a, b *instance, cl *kgo.Client) {
+	src := fmt.Sprintf(`
+application_id  = %q
+commit_interval = "100ms"
+admin { listen = "127.0.0.1:0" }
+topic "keys" {
+  partitions = %d
+}
+processor "count" {
+  module  = "{{%s}}"
+  inputs  = ["keys"]
+  outputs = ["key-counts"]
+  store "counts" {}
+}
+`, app, partitions, module)
+	a = start(t, loadConfig(t, t.TempDir(), src), brokers)
+	b = start(t, loadConfig(t, t.TempDir(), src), brokers)
+	cl, _ = client(t, brokers)
+	return a, b, cl
+}
+
 // TestQuerySpecialKeys: keys with '?', '#', '%', '/' and bytes that are not UTF-8 are read
 // through either instance (redirected with their escapes intact), and a range with empty
 // bounds lists them all, the non-UTF-8 one in base64.
 func TestQuerySpecialKeys(t *testing.T) {
 	brokers := cluster(t)
-	src := `
-application_id  = "keys"
-commit_interval = "100ms"
-admin { listen = "127.0.0.1:0" }
-topic "keys" {
-  partitions = 4
-}
-processor "count" {
-  module  = "{{count}}"
-  inputs  = ["keys"]
-  outputs = ["key-counts"]
-  store "counts" {}
-}
-`
-	a := start(t, loadConfig(t, t.TempDir(), src), brokers)
-	b := start(t, loadConfig(t, t.TempDir(), src), brokers)
-	cl, _ := client(t, brokers)
+	a, b, cl := startKeysPair(t, brokers, "keys", 4, "count")
 	keys := []string{"a?b", "a#b", "100%", "x/y", "../up", "\xff\xfe", "plain", "sp ace"}
 	ref := map[string]int{}
 	for _, k := range keys {
@@ -401,6 +411,76 @@ processor "count" {
 	for _, k := range keys {
 		if !found[k] {
 			t.Errorf("the ranges miss %q (found %v)", k, found)
+		}
+	}
+}
+
+// TestQueryKeyPartition: a store keyed otherwise than its input records (countv2 keeps
+// "seen:<word>", written by the task of <word>) holds such a key in the partition of the
+// word, not of the key's own hash. Without ?partition the query looks where the key's hash
+// points and answers 404 (or redirects to the instance that runs that partition, which
+// answers 404); with ?partition=N, the partition of the word, it answers the value, from
+// either instance (redirected to the one that runs N). A partition out of range is 400.
+func TestQueryKeyPartition(t *testing.T) {
+	brokers := cluster(t)
+	a, b, cl := startKeysPair(t, brokers, "iqpart", 3, "countv2")
+	// Words whose "seen:" key hashes to another partition than the word itself.
+	var words []string
+	for i := 0; len(words) < 20; i++ {
+		w := "w" + strconv.Itoa(i)
+		if KeyPartition([]byte(w), 3, 0) != KeyPartition([]byte("seen:"+w), 3, 0) {
+			words = append(words, w)
+		}
+	}
+	produceKeyed(t, cl, "keys", words)
+	ref := map[string]string{}
+	for _, w := range words {
+		ref[w] = "1"
+	}
+	waitCounts(t, brokers, "key-counts", ref)
+	offsets := map[string]string{} // word -> the offset of its record: the value of "seen:<word>"
+	for _, r := range topictest.Read(t, brokers, "keys", false) {
+		offsets[string(r.Key)] = strconv.FormatInt(r.Offset, 10)
+	}
+	waitFor(t, 60*time.Second, "both instances to run count tasks and to know who runs what", func() bool {
+		return runningCount(a.rt) > 0 && runningCount(b.rt) > 0 && runningCount(a.rt)+runningCount(b.rt) == 3 &&
+			len(a.rt.iq.owners.snapshot()) == 2 && len(b.rt.iq.owners.snapshot()) == 2
+	})
+
+	var redirected int
+	waitFor(t, 30*time.Second, "every seen: key to read through ?partition", func() bool {
+		redirected = 0
+		for _, w := range words {
+			part := KeyPartition([]byte(w), 3, 0)
+			path := fmt.Sprintf("/v1/stores/counts/keys/%s?partition=%d", url.PathEscape("seen:"+w), part)
+			code, body, resp := query(t, http.DefaultClient, a, path)
+			if resp.Request.URL.Host != a.rt.local.adminAddr() {
+				redirected++
+			}
+			if code != http.StatusOK || body != offsets[w] {
+				t.Logf("seen:%s?partition=%d: %d %q, want %q", w, part, code, body, offsets[w])
+				return false // committed at the next commit
+			}
+			if got := resp.Header.Get("X-Statehost-Partition"); got != strconv.Itoa(int(part)) {
+				t.Errorf("seen:%s?partition=%d answered from partition %s", w, part, got)
+			}
+		}
+		return true
+	})
+	if redirected == 0 || redirected == len(words) {
+		t.Errorf("%d of %d queries were redirected: want some answered by each instance", redirected, len(words))
+	}
+	for _, w := range words {
+		code, body, resp := query(t, http.DefaultClient, a, "/v1/stores/counts/keys/"+url.PathEscape("seen:"+w))
+		hashed := strconv.Itoa(int(KeyPartition([]byte("seen:"+w), 3, 0)))
+		if code != http.StatusNotFound || resp.Header.Get("X-Statehost-Partition") != hashed {
+			t.Errorf("seen:%s without ?partition: %d from partition %q (%s), want 404 from partition %s, its hash's",
+				w, code, resp.Header.Get("X-Statehost-Partition"), body, hashed)
+		}
+	}
+	for _, bad := range []string{"3", "-1", "x"} {
+		if code, _, _ := query(t, http.DefaultClient, a, "/v1/stores/counts/keys/w0?partition="+bad); code != http.StatusBadRequest {
+			t.Errorf("?partition=%s: %d, want 400", bad, code)
 		}
 	}
 }
