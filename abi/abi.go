@@ -24,6 +24,11 @@ const (
 	ExportInit = "statehost_init"
 	// ExportInitialize is the optional reactor constructor: () -> (), called before ExportInit.
 	ExportInitialize = "_initialize"
+	// ExportCommandStart is the entry point of a WASI command (a program with a main). A
+	// module that exports it and not ExportInitialize is a command, not a reactor, and is
+	// refused: its runtime or C library expects main to run first (Go's), or runs its
+	// constructors and destructors around every exported call (wasi-libc's).
+	ExportCommandStart = "_start"
 	// ExportMemory is the required exported linear memory.
 	ExportMemory = "memory"
 	// ExportPunctuate is the punctuation entry point: (id i32, time_ms i64) -> i32, 0 on

@@ -28,6 +28,10 @@
 //	_initialize              () -> ()       reactor constructor (optional, e.g. Go, wasi-libc)
 //	statehost_instance_per_task  () -> ()   asks for an instance per task (optional; never called)
 //
+// A module that exports _start (a WASI command, built with a main) and no _initialize is
+// refused: build a reactor instead (Go: go build -buildmode=c-shared; C: clang
+// -mexec-model=reactor; statehost build does both).
+//
 // The version is declared by exporting a function named "statehost_abi_version_" followed by
 // the decimal version (see VersionExport). The host refuses a module that exports no such
 // marker, exports more than one, or declares a version other than its own, and a module that

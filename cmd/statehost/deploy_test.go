@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +154,8 @@ func TestDeployAgainstServer(t *testing.T) {
 
 // TestE2EDeploy runs the word count as a process with an admin listener and deploys modules
 // to its count processor with the deploy command: the running module, another valid one, a
-// broken one and one for an unknown processor; the application counts on.
+// broken one, a WASI command (refused, saying to build a reactor; validate refuses it too) and
+// one for an unknown processor; the application counts on.
 func TestE2EDeploy(t *testing.T) {
 	// The admin listener is on every interface, which needs a token (the fake server and
 	// the app process take it from the environment, as the CLI does).
@@ -188,6 +191,7 @@ func TestE2EDeploy(t *testing.T) {
 	if err := os.WriteFile(v2File, v2, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	command := commandModule(t, dir)
 	if err := os.WriteFile(garbage, []byte("not a module"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +205,7 @@ func TestE2EDeploy(t *testing.T) {
 		{"count", mods["count"], 0, "processor count: already runs " + h1 + "\n", ""},
 		{"count", v2File, 0, "processor count: switched 3 tasks to " + h2 + " (was " + h1 + ")\n", ""},
 		{"count", garbage, 1, "", "422 Unprocessable Entity: runtime: invalid module"},
+		{"count", command, 1, "", "exports _start and no _initialize), not a reactor: build it as a reactor"},
 		{"nope", v2File, 1, "", "404 Not Found"},
 		{"count", v2File, 0, "processor count: already runs " + h2 + "\n", ""},
 	} {
@@ -218,14 +223,35 @@ func TestE2EDeploy(t *testing.T) {
 	if n := len(app.events(runtime.EventModuleDeployed)); n != 1 || switched != 1 {
 		t.Errorf("the app wrote %d module_deployed events, %d of count without an error; want 1", n, switched)
 	}
-	if n := len(app.events(runtime.EventModuleRefused)); n != 2 {
-		t.Errorf("the app wrote %d module_refused events, want 2", n)
+	if n := len(app.events(runtime.EventModuleRefused)); n != 3 {
+		t.Errorf("the app wrote %d module_refused events, want 3", n)
+	}
+	// validate refuses the command module too, on its module attribute.
+	withCommand := strings.Replace(withAdmin, strconv.Quote(mods["count"]), strconv.Quote(command), 1)
+	cmdCfg := writeFile(t, dir, "command.hcl", withCommand)
+	if r := runCLI(t.Context(), "", "validate", "--config", cmdCfg); r.code != 1 || !strings.Contains(r.stderr, "Invalid module") ||
+		!strings.Contains(strings.Join(strings.Fields(r.stderr), " "), "build it as a reactor") {
+		t.Errorf("validate with the command module: %v\nwant exit 1 and an invalid module that says to build a reactor", r)
 	}
 
 	lines, ref := wordgen.Sentences(500, 4)
 	produceLines(t, bin, addr, "sentences", lines)
 	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	stopClean(t, app)
+}
+
+// commandModule builds plugins/count as a WASI command (go build without -buildmode=c-shared:
+// it exports _start and no _initialize) into dir and returns its path.
+func commandModule(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "count-command.wasm")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, ".")
+	cmd.Dir = filepath.Join("..", "..", "plugins", "count")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
 }
 
 // hashOf is the hash of a module as the admin API shows it: its SHA-256, hex.

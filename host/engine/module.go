@@ -181,6 +181,13 @@ func (e *Engine) validate(cm wazero.CompiledModule) []string {
 				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
 		}
 	}
+	if _, start := exports[abi.ExportCommandStart]; start {
+		if _, init := exports[abi.ExportInitialize]; !init {
+			problems = append(problems, fmt.Sprintf("is a WASI command (it exports %s and no %s), not a reactor: build it as a reactor, "+
+				"Go with go build -buildmode=c-shared, C with clang -mexec-model=reactor (statehost build does both)",
+				abi.ExportCommandStart, abi.ExportInitialize))
+		}
+	}
 	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
 		problems = append(problems, fmt.Sprintf("required export %q (the linear memory) is missing", abi.ExportMemory))
 	}

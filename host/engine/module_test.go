@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,6 +61,32 @@ func TestModuleRefused(t *testing.T) {
 			t.Fatalf("Compile(junk) = %v, want an error naming junk.wasm", err)
 		}
 	})
+}
+
+// TestCommandModuleRefused: the Go probe built as a WASI command (go build without
+// -buildmode=c-shared: it exports _start, and no _initialize) is refused with one problem,
+// which says to build a reactor; the same package built as a reactor loads.
+func TestCommandModuleRefused(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	out := filepath.Join(t.TempDir(), "command.wasm")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, ".")
+	cmd.Dir = filepath.Join(moduleRoot, goGuests["goprobe"])
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	_, err := e.CompileFile(t.Context(), out)
+	var me *ModuleError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), out) {
+		t.Fatalf("CompileFile(command) = %v, want a *ModuleError naming %s", err, out)
+	}
+	if len(me.Problems) != 1 || !strings.Contains(me.Problems[0], "exports _start and no _initialize") ||
+		!strings.Contains(me.Problems[0], "build it as a reactor") || !strings.Contains(me.Problems[0], "-buildmode=c-shared") {
+		t.Errorf("problems = %q, want one that says to build a reactor", me.Problems)
+	}
+	if _, err := e.CompileFile(t.Context(), guestPaths["goprobe"]); err != nil {
+		t.Errorf("the reactor build of the same package: %v", err)
+	}
 }
 
 // TestModuleHashAndCache checks the content hash, and that a second engine on the same
