@@ -298,3 +298,51 @@ func TestInstancePerTaskMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestCHeaderPedantic: a C guest that declares its ABI version and asks for an instance per
+// task as abi/statehost.h says (STATEHOST_DECLARE_ABI_VERSION; and
+// STATEHOST_DECLARE_INSTANCE_PER_TASK;, at file scope) compiles without a warning under
+// -std=c11 -Wall -Wextra -pedantic -Werror, and so does every C guest of the repository; the
+// module it makes loads, and asks for an instance per task.
+func TestCHeaderPedantic(t *testing.T) {
+	if !builtC {
+		t.Skip("clang for wasm32-wasi not found")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "guest.c")
+	guest := `#include <stdint.h>
+#include "statehost.h"
+
+STATEHOST_DECLARE_ABI_VERSION;
+STATEHOST_DECLARE_INSTANCE_PER_TASK;
+
+SH_EXPORT("statehost_process_batch") int32_t process_batch(int32_t n) { return n < 0; }
+`
+	if err := os.WriteFile(src, []byte(guest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	strict := []string{"-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror"}
+	build := func(src, out string) {
+		t.Helper()
+		args := append(strict, wasmbuild.ClangArgs(src, out, filepath.Join(moduleRoot, "abi"))...)
+		if b, err := exec.CommandContext(t.Context(), "clang", args...).CombinedOutput(); err != nil {
+			t.Errorf("clang %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	out := filepath.Join(dir, "guest.wasm")
+	build(src, out)
+	for name, c := range cGuests {
+		build(filepath.Join(moduleRoot, c[0]), filepath.Join(dir, name+".wasm"))
+	}
+	if t.Failed() {
+		return
+	}
+	e, _ := testEngine(t, Config{})
+	m, err := e.CompileFile(t.Context(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.InstancePerTask() {
+		t.Error("the guest's module does not ask for an instance per task")
+	}
+}

@@ -23,7 +23,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 static int32_t counts = -1;
 static uint8_t *rec_buf;

@@ -29,7 +29,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 #define NARGS 7
 #define OP_SIZE (1 + NARGS * 9)

@@ -6,7 +6,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 __attribute__((constructor)) static void ctor(void) { exit(0); }
 

@@ -5,7 +5,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 static volatile uint32_t spin;
 

@@ -5,7 +5,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 SH_EXPORT("statehost_init") int32_t statehost_init(void) { exit(0); }
 

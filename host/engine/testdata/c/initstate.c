@@ -7,7 +7,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 static int32_t counts;
 

@@ -17,7 +17,7 @@
 
 #include "statehost.h"
 
-STATEHOST_DECLARE_ABI_VERSION
+STATEHOST_DECLARE_ABI_VERSION;
 
 static uint8_t rec[4096];
 static volatile uint64_t sink;
