@@ -245,12 +245,12 @@ func isCorrupt(err error) bool {
 
 // checkDB reads what Open and the first tasks read at once, so that corruption there is found
 // (and wiped) at Open rather than in the middle of a run: the metadata of every store partition
-// (registry, checkpoints, stream times, layouts), and each table's properties and footer.
+// (registry, checkpoints, stream times, layouts, versions), and each table's properties and footer.
 func checkDB(db *pebble.DB) error {
 	if err := readAll(db, []byte{nsMeta}, []byte{nsData}); err != nil {
 		return err
 	}
-	if err := readAll(db, []byte{nsCheckpoint}, []byte{nsLayout + 1}); err != nil {
+	if err := readAll(db, []byte{nsCheckpoint}, []byte{nsVersion + 1}); err != nil {
 		return err
 	}
 	_, err := db.SSTables(pebble.WithProperties())

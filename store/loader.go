@@ -23,7 +23,7 @@ import (
 // reaches its share of the instance's load budget, or at Finish, it is sorted, each key's
 // last write is kept, and the result is written as an sstable with Pebble's sstable writer
 // and ingested (DB.Ingest) in one atomic step with the partition's checkpoint (and stream
-// time): a run. A partition is never left holding data that its checkpoint does not cover, or
+// time, and the version of a key-value store's version records: version.go): a run. A partition is never left holding data that its checkpoint does not cover, or
 // a checkpoint for data it does not hold, whenever the process dies; the next restore resumes
 // after the last run's checkpoint.
 //
@@ -54,6 +54,9 @@ type Loader struct {
 	sealedCp Checkpoint  // of the last run sealed
 
 	dropTo []byte // window and session stores: the local keys below it are expired
+	// version is the version of the last version record added (key-value stores), 0 for none:
+	// the runs record it with their checkpoints.
+	version uint32
 	// droppedTo is the dropTo that the ingested runs applied: a run removes, with a range
 	// deletion, what the ones before it hold below a higher one.
 	droppedTo []byte
@@ -69,6 +72,7 @@ type loadRun struct {
 	err   error
 	cp    Checkpoint
 	time  int64 // the stream time to record with the checkpoint, NoTime for none
+	ver   uint32 // the version to record with the checkpoint, 0 for none
 	bytes int64 // the buffer's share of the load budget, given back when the run ends
 	buf   *loadBuffer
 	files []string
@@ -182,9 +186,12 @@ func (l *Loader) Add(ws []Write, cp Checkpoint) error {
 // add adds ws, records of avg bytes each, whose last has checkpoint cp, and seals the buffer
 // when it reaches share.
 func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
-	ws, dropTo, err := l.p.restoreWrites(ws)
+	ws, dropTo, version, err := l.p.restoreWrites(ws)
 	if err != nil {
 		return fmt.Errorf("store: task %s store %q: restore: %w", l.p.t.id, l.p.name, err)
+	}
+	if version != 0 {
+		l.version = version
 	}
 	if dropTo != nil && bytes.Compare(dropTo, l.dropTo) > 0 {
 		l.dropTo = append(l.dropTo[:0], dropTo...)
@@ -332,6 +339,9 @@ func (l *Loader) endRun(r *loadRun) error {
 	if r.time != NoTime {
 		p.savedTime = max(p.savedTime, r.time)
 	}
+	if r.ver != 0 {
+		p.version.Store(r.ver)
+	}
 	l.runs++
 	return nil
 }
@@ -346,7 +356,7 @@ func (l *Loader) seal(last bool) error {
 		return err
 	}
 	p := l.p
-	r := &loadRun{done: make(chan struct{}), cp: l.cp, time: NoTime, bytes: l.buf.bytes(), buf: l.buf}
+	r := &loadRun{done: make(chan struct{}), cp: l.cp, time: NoTime, ver: l.version, bytes: l.buf.bytes(), buf: l.buf}
 	if p.t.time > p.savedTime {
 		r.time = p.t.time
 	}
@@ -461,6 +471,13 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 	if r.time != NoTime {
 		if err := create("-time", func(w *sstable.Writer) error {
 			return w.Set(timeKey(p.id), encodeTime(r.time))
+		}); err != nil {
+			return err
+		}
+	}
+	if r.ver != 0 {
+		if err := create("-version", func(w *sstable.Writer) error {
+			return w.Set(versionKey(p.id), encodeVersion(r.ver))
 		}); err != nil {
 			return err
 		}

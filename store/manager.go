@@ -297,6 +297,7 @@ const (
 	nsCheckpoint = 0x02 // nsCheckpoint id(4) -> offset(8) logID(16)
 	nsTime       = 0x03 // nsTime id(4) -> the task's stream time (8) at the partition's last commit or restore
 	nsLayout     = 0x04 // nsLayout id(4) -> kind(1) segment interval(8), for window and session partitions
+	nsVersion    = 0x05 // nsVersion id(4) -> the version of a key-value partition's entries, decimal (version.go)
 )
 
 // partitionID returns the id of store name of task id, allocating it on first use.
@@ -362,11 +363,13 @@ func prefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// wipeKeys adds to b the deletion of store partition id's data, checkpoint and stream time.
+// wipeKeys adds to b the deletion of store partition id's data, checkpoint, stream time and
+// version.
 func wipeKeys(b *pebble.Batch, id uint32) {
 	_ = b.DeleteRange(dataPrefix(id), dataPrefix(id+1), nil)
 	_ = b.Delete(checkpointKey(id), nil)
 	_ = b.Delete(timeKey(id), nil)
+	_ = b.Delete(versionKey(id), nil)
 }
 
 // anyKey reports whether r holds a key in [lower, upper).

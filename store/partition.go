@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -39,6 +40,10 @@ type Partition struct {
 	ckpt    int64
 	hasCkpt bool
 	logID   [16]byte
+
+	clog           ChangeLogger  // the changelog of a logged partition, nil when unlogged
+	version        atomic.Uint32 // the version of the committed entries, 0 for none recorded (version.go)
+	pendingVersion uint32        // the version the next commit records, 0 for none (SetVersion)
 
 	win       *windowed    // window and session stores only
 	windows   *windowStore // window and session stores only: the face of the top of their stack
@@ -111,7 +116,7 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 	if p.t.hasPending() {
 		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, ErrPendingWrites)
 	}
-	ws, dropTo, err := p.restoreWrites(ws)
+	ws, dropTo, version, err := p.restoreWrites(ws)
 	if err != nil {
 		return fmt.Errorf("store: task %s store %q: restore: %w", p.t.id, p.name, err)
 	}
@@ -169,6 +174,9 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 			return fmt.Errorf("store: task %s store %q: restore batch: %w", p.t.id, p.name, err)
 		}
 		_ = b.Set(checkpointKey(p.id), encodeCheckpoint(cp), nil)
+		if version != 0 {
+			_ = b.Set(versionKey(p.id), encodeVersion(version), nil)
+		}
 		if p.t.time > p.savedTime {
 			_ = b.Set(timeKey(p.id), encodeTime(p.t.time), nil)
 		}
@@ -178,17 +186,23 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 		p.savedTime = max(p.savedTime, p.t.time)
 	}
 	p.ckpt, p.hasCkpt, p.logID = cp.Offset, true, cp.LogID
+	if version != 0 {
+		p.version.Store(version)
+	}
 	return nil
 }
 
 // restoreWrites turns a window or session store's changelog records into writes of its
 // local layout: the stream time rises to each record's timestamp and time, records expired
 // at that stream time are skipped (and counted), and dropTo, when not nil, ends the local
-// key range of the segments that are now expired. A key-value store's writes pass as they are.
-func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err error) {
+// key range of the segments that are now expired. A key-value store's writes pass as they are,
+// but its version records (version.go), which are left out: version is the last one's, 0 when
+// ws has none.
+func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, version uint32, err error) {
 	w := p.win
 	if w == nil {
-		return ws, nil, nil
+		out, version, err = takeVersionRecords(ws)
+		return out, nil, version, err
 	}
 	// The stream time when each record was written; 0 stands for "none yet" (a write of a
 	// plugin's init). The windows' own times do not count: processing does not raise the
@@ -203,7 +217,7 @@ func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err e
 	for _, rec := range ws {
 		key, t1, t2, err := ParseChangelogKey(w.kind, rec.Key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("changelog record at offset %d: %w", rec.Offset, err)
+			return nil, nil, 0, fmt.Errorf("changelog record at offset %d: %w", rec.Offset, err)
 		}
 		if w.isExpired(t1, p.t.time) {
 			w.skipped++
@@ -212,7 +226,7 @@ func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, err e
 		out = append(out, Write{Key: w.localKey(nil, key, t1, t2), Value: rec.Value, Delete: rec.Delete})
 	}
 	dropTo, _ = w.dropSegments(p.t.time)
-	return out, dropTo, nil
+	return out, dropTo, 0, nil
 }
 
 // HasData reports whether the partition's committed state holds any key.
@@ -259,6 +273,7 @@ func (p *Partition) Wipe() error {
 		}
 	}
 	p.ckpt, p.hasCkpt, p.logID = 0, false, [16]byte{}
+	p.version.Store(0)
 	if p.win != nil {
 		p.win.dropBelow = math.MinInt64
 	}

@@ -213,7 +213,7 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 	if _, ok := t.parts[name]; ok {
 		return nil, fmt.Errorf("store: task %s: store %q is already open", t.id, name)
 	}
-	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil, savedTime: NoTime}
+	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil, clog: o.Changelog, savedTime: NoTime}
 	if o.Kind != KeyValue {
 		p.win = &windowed{kind: o.Kind, spec: o.Window, dropBelow: math.MinInt64}
 	}
@@ -230,6 +230,9 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 			return nil, err
 		}
 		if err := p.loadCheckpoint(); err != nil {
+			return nil, err
+		}
+		if err := p.loadVersion(); err != nil {
 			return nil, err
 		}
 		t.m.noteWiped(t.id, name)
@@ -385,6 +388,7 @@ func (t *Task) Apply(checkpoints map[string]int64) error {
 		if p.mem != nil {
 			p.mem.commit()
 		}
+		p.committedVersion()
 	}
 	for _, name := range names {
 		p := t.parts[name]
