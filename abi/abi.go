@@ -39,7 +39,20 @@ const (
 	// task (as every instance did before hosts pooled them). Without it an instance may serve many tasks
 	// of its processor, one at a time.
 	ExportInstancePerTask = "statehost_instance_per_task"
+	// ExportStoreVersion is optional: (store i32) -> i32, the version of the entries the
+	// guest reads and writes in the store whose handle it is given, at least
+	// DefaultStoreVersion. A guest that does not export it keeps every store at
+	// DefaultStoreVersion. See "Store versions and migration" in the package documentation.
+	ExportStoreVersion = "statehost_store_version"
+	// ExportMigrate is the migration entry point: (store i32, from_version i32, entries i32)
+	// -> i32, 0 on success. Required by a guest that declares a store's version above the
+	// version of the entries the store holds. See "Store versions and migration".
+	ExportMigrate = "statehost_migrate"
 )
+
+// DefaultStoreVersion is the version of a store whose guest declares none, and of the entries
+// of a store that no guest has migrated.
+const DefaultStoreVersion = 1
 
 // Functions imported from ModuleName. Every result is an i32, and so is every parameter but
 // times and durations (names ending in "_ms"), which are i64; the parameter lists are in

@@ -27,6 +27,8 @@
 //	statehost_punctuate      (i32, i64) -> i32  a punctuation (required by a guest that calls schedule)
 //	_initialize              () -> ()       reactor constructor (optional, e.g. Go, wasi-libc)
 //	statehost_instance_per_task  () -> ()   asks for an instance per task (optional; never called)
+//	statehost_store_version  (i32) -> i32   a store's version (optional; see "Store versions and migration")
+//	statehost_migrate        (i32, i32, i32) -> i32  migrates a store's entries (required by a guest that raises a version)
 //
 // A module that exports _start (a WASI command, built with a main) and no _initialize is
 // refused: build a reactor instead (Go: go build -buildmode=c-shared; C: clang
@@ -412,6 +414,51 @@
 // host may later create a new instance and replay the failed task's records from its last
 // commit, so a guest must keep everything that matters in stores, not in globals, and must
 // not depend on seeing a record only once.
+//
+// # Store versions and migration
+//
+// The entries a guest keeps in a key-value store have a form of its choosing: a decimal count,
+// a JSON object. A guest that changes that form declares a version per store, and the host
+// turns every entry of the old form into the new one before the guest reads the store:
+//
+//	statehost_store_version(store) -> version
+//	    Called after statehost_init with the handle of each of the processor's stores (the
+//	    host opens them, as store_open does: a guest may compare the handle with its own
+//	    store_open of a name). Returns the version of the entries the guest reads and writes
+//	    in that store: DefaultStoreVersion (1) for a store whose form never changed, a higher
+//	    number after each change. A version below 1, or above 1 for a window or session store,
+//	    refuses the module. A guest without this export declares 1 for every store. It may
+//	    call store_open, store_info, log and set_error; its answer must not depend on the task.
+//	statehost_migrate(store, from_version, entries) -> 0
+//	    Called when the store (its handle) holds entries of from_version, lower than the
+//	    version the guest declares for it. entries is an iterator (iter_next, iter_close) over
+//	    the next old entries of the task's partition of the store, in key order, a few
+//	    thousand at most; the host calls again until it has given every entry once. During the
+//	    calls the store holds its new contents as built so far, empty before the first call:
+//	    state_get, state_range and state_prefix read them. The guest writes each entry's new
+//	    form with state_put: under the same key, under another key (re-keyed: the entry stays
+//	    in the task's partition), or not at all (deleted). The processor's other stores are
+//	    empty, and what is written to them is dropped. There is no current record:
+//	    record_next, record_headers and emit answer CodeNoRecord. A non-zero result fails the
+//	    migration; set_error says why, best with the entry's key.
+//
+// The host records the version of each store partition with its data and in its changelog,
+// so that a restore anywhere knows the form of the entries it restores. It migrates a task's
+// store when the task is to run a module that declares a higher version than the store holds:
+// at a deploy, where it first tries the migration over every task of the instance and refuses
+// the module if an entry fails (the old module runs on, its state untouched), or when the
+// application starts with such a module. The task processes nothing while it migrates; its
+// store's old entries are replaced by the new ones in one commit, together with the new
+// version, and the task goes on with the new module from its next record. A module that
+// declares a lower version than a store holds is refused: it does not know the form of its
+// entries.
+//
+// A migration must be deterministic: the host may run it more than once over the same
+// entries (its trial at a deploy, then the migration itself; again after a crash). Under the
+// at_least_once guarantee a crash while a migration's commit is in flight may leave some
+// entries in their new form while the store keeps the old version, as it may process a
+// record twice: a migration that meets an entry already in the new form should write it as
+// it is.
 //
 // # Versioning
 //

@@ -150,6 +150,34 @@ SH_IMPORT("schedule") int32_t sh_schedule(int32_t kind, int64_t interval_ms);
 	SH_EXPORT("statehost_instance_per_task") void statehost_instance_per_task(void) {} \
 	void statehost_instance_per_task(void)
 
+/* Store versions (see "Store versions and migration" in abi/doc.go). A guest whose stored
+ * values change form declares the version of each store it changed, from 2 up (a store it
+ * does not name is at version 1), once:
+ *
+ *   STATEHOST_DECLARE_STORE_VERSIONS({"counts", 2}, {"totals", 3});
+ *
+ * and exports statehost_migrate, which the host calls with the entries of an older version:
+ *
+ *   SH_EXPORT("statehost_migrate") int32_t migrate(int32_t store, int32_t from_version, int32_t entries);
+ *
+ * It reads the old entries with sh_iter_next(entries, ...) and writes each one's new form
+ * with sh_state_put(store, ...), under the same key or another; an entry it does not write is
+ * deleted. The macro defines statehost_store_version, which finds a store by its handle; put it
+ * at file scope. */
+typedef struct {
+	const char *name;
+	int32_t version;
+} sh_store_version_t;
+#define STATEHOST_DECLARE_STORE_VERSIONS(...) \
+	SH_EXPORT("statehost_store_version") int32_t statehost_store_version(int32_t store) { \
+		static const sh_store_version_t versions[] = {__VA_ARGS__}; \
+		for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) \
+			if (sh_store_open(versions[i].name, (int32_t)strlen(versions[i].name)) == store) \
+				return versions[i].version; \
+		return 1; \
+	} \
+	int32_t statehost_store_version(int32_t store)
+
 /* Unaligned little-endian reads (wasm32 is little-endian). */
 static inline int32_t sh_read_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 static inline int64_t sh_read_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
