@@ -111,9 +111,11 @@
 //	    Stores value under key. val_len = NullLen deletes the key (as Kafka Streams' put(k,
 //	    null)). The host copies both before it returns. CodeLimit, and nothing changes, if
 //	    the write's changelog record would not fit the store's changelog topic (see "Size
-//	    limits").
+//	    limits"). CodeBadArgument for the key the host reserves for its version records: the
+//	    24 bytes "\x00statehost.store_version" (see "Store versions and migration").
 //	state_delete(store, key_ptr, key_len) -> 0
-//	    Deletes key; deleting an absent key is not an error. CodeLimit as for state_put.
+//	    Deletes key; deleting an absent key is not an error. CodeLimit and CodeBadArgument as
+//	    for state_put.
 //	state_range(store, start_ptr, start_len, end_ptr, end_len) -> iterator
 //	    Opens an ascending iterator over the keys k with start <= k < end, in bytewise order;
 //	    a length of NullLen means unbounded on that side.

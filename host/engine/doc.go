@@ -22,6 +22,10 @@
 // abi.ExportInstancePerTask gets an instance per task (Module.InstancePerTask): a Pool of
 // size 1 for each task. See bind.go and pool.go.
 //
+// Instance.StoreVersions asks a module the version of each store's entries, and
+// Instance.Migrate hands it old entries to rewrite into a store's new contents (migrate.go,
+// abi "Store versions and migration"); which stores migrate, and when, is the runtime's.
+//
 // The engine knows no Kafka and no storage engine: it reaches state through Store, output
 // through Emitter, and logs through hclog. An Instance is not safe for concurrent use (a
 // Pool is). Any failure of a guest call (trap, Go panic, exit, out of memory, timeout,

@@ -69,6 +69,7 @@ type GuestError struct {
 	Code        int32  // the guest's non-zero result, for ErrGuestFailed
 	Detail      string // what the guest said: its set_error message, or the start of its stderr
 	Punctuation string // the punctuation that failed ("punctuation 0 at stream time 1234"), "" for a batch or init
+	Call        string // another call that failed ("statehost_migrate of store \"counts\" from version 1"), "" for the above
 	Err         error
 }
 
@@ -80,6 +81,8 @@ func (e *GuestError) Error() string {
 		fmt.Fprintf(&b, " offset %d (topic %q, batch %d..%d)", e.Offset, e.Topic, e.FirstOffset, e.LastOffset)
 	} else if e.Punctuation != "" {
 		fmt.Fprintf(&b, " (%s)", e.Punctuation)
+	} else if e.Call != "" {
+		fmt.Fprintf(&b, " (%s)", e.Call)
 	} else {
 		b.WriteString(" (no current record)")
 	}

@@ -53,6 +53,7 @@ var cGuests = map[string][2]string{
 	"initexit":  {"host/engine/testdata/c/initexit.c", "host/engine/testdata/c/initexit.wasm"},
 	"ctorloop":  {"host/engine/testdata/c/ctorloop.c", "host/engine/testdata/c/ctorloop.wasm"},
 	"initstate": {"host/engine/testdata/c/initstate.c", "host/engine/testdata/c/initstate.wasm"},
+	"migrate":   {"host/engine/testdata/c/migrate.c", "host/engine/testdata/c/migrate.wasm"},
 }
 
 const moduleRoot = "../.."

@@ -163,23 +163,28 @@ func hostStoreOpen(c call) int32 {
 	if c.code != abi.CodeOK {
 		return c.code
 	}
-	in := c.in
-	if h, ok := in.storeIndex[string(name)]; ok {
+	return c.in.openStore(string(name))
+}
+
+// openStore returns the handle of the store called name, opening it on its first use in the
+// instance (store_open): CodeUnknownStore when the bound task has no store of that name.
+func (in *Instance) openStore(name string) int32 {
+	if h, ok := in.storeIndex[name]; ok {
 		return h
 	}
-	os := openStore{name: string(name), limit: in.task.StoreLimits[string(name)]}
-	if s, ok := in.task.Stores[string(name)]; ok {
+	os := openStore{name: name, limit: in.task.StoreLimits[name]}
+	if s, ok := in.task.Stores[name]; ok {
 		os.kind, os.store = abi.StoreKeyValue, s
-	} else if w, ok := in.task.Windows[string(name)]; ok {
+	} else if w, ok := in.task.Windows[name]; ok {
 		os.kind, os.win = abi.StoreWindow, w
-	} else if ss, ok := in.task.Sessions[string(name)]; ok {
+	} else if ss, ok := in.task.Sessions[name]; ok {
 		os.kind, os.sess = abi.StoreSession, ss
 	} else {
 		return abi.CodeUnknownStore
 	}
 	h := int32(len(in.stores))
 	in.stores = append(in.stores, os)
-	in.storeIndex[string(name)] = h
+	in.storeIndex[name] = h
 	return h
 }
 
@@ -212,6 +217,9 @@ func hostStatePut(c call) int32 {
 	if c.code != abi.CodeOK {
 		return c.code
 	}
+	if store.IsVersionRecordKey(key) {
+		return abi.CodeBadArgument // the changelog's version records have it (store/version.go)
+	}
 	if !c.writeFits(s, "state_put", len(key), len(value)) {
 		return abi.CodeLimit
 	}
@@ -233,6 +241,9 @@ func hostStateDelete(c call) int32 {
 	key := c.bytes(1)
 	if c.code != abi.CodeOK {
 		return c.code
+	}
+	if store.IsVersionRecordKey(key) {
+		return abi.CodeBadArgument
 	}
 	if !c.writeFits(s, "state_delete", len(key), 0) {
 		return abi.CodeLimit

@@ -120,6 +120,8 @@ type Instance struct {
 	hostKind error  // ErrStore, ErrEmit or ErrEmitBudget, for hostErr
 	hostAt   int    // blame when hostErr happened
 	refused  error  // the call's last *LimitError, for its failure (limits.go)
+	// valueResult: the call's result is a value, not a status code (statehost_store_version).
+	valueResult bool
 
 	emitted   int64 // bytes emitted for the record at emittedAt, counted in Task.EmitBudget
 	emittedAt int   // the cursor of the record emitted counts, -1 for none
@@ -339,7 +341,7 @@ func (in *Instance) call(ctx context.Context, fn api.Function, stack []uint64) e
 		// exited because a host function gave up at the deadline (an emit that timed out):
 		// failure tells, as when wazero reports the exit.
 		err = in.failure(ctx, done, cause, sys.NewExitError(0), 0, false)
-	case api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
+	case !in.valueResult && api.DecodeI32(stack[0]) != abi.CodeOK || in.hostErr != nil:
 		err = in.failure(ctx, done, cause, nil, api.DecodeI32(stack[0]), false)
 	case in.batch != nil && in.last != len(in.batch)-1:
 		// Success needs every record taken; the final record_next that returns 0 is optional.

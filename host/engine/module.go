@@ -33,6 +33,9 @@ type Module struct {
 	hasPunctuate bool
 	// perTask: the module exports statehost_instance_per_task (InstancePerTask).
 	perTask bool
+	// hasStoreVersion, hasMigrate: the module exports statehost_store_version,
+	// statehost_migrate (migrate.go).
+	hasStoreVersion, hasMigrate bool
 	// initState: the statehost_init of one of its instances read or wrote a store or read
 	// the stream time (InitUsesState).
 	initState atomic.Bool
@@ -115,6 +118,8 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 	_, m.hasInit = cm.ExportedFunctions()[abi.ExportInit]
 	_, m.hasPunctuate = cm.ExportedFunctions()[abi.ExportPunctuate]
 	_, m.perTask = cm.ExportedFunctions()[abi.ExportInstancePerTask]
+	_, m.hasStoreVersion = cm.ExportedFunctions()[abi.ExportStoreVersion]
+	_, m.hasMigrate = cm.ExportedFunctions()[abi.ExportMigrate]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
 	return m, nil
 }
@@ -168,6 +173,8 @@ func (e *Engine) validate(cm wazero.CompiledModule) []string {
 		{abi.ExportPunctuate, []api.ValueType{api.ValueTypeI32, api.ValueTypeI64}, i32, false},
 		{abi.VersionExport, nil, nil, false},
 		{abi.ExportInstancePerTask, nil, nil, false},
+		{abi.ExportStoreVersion, i32, i32, false},
+		{abi.ExportMigrate, []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, i32, false},
 	} {
 		def, ok := exports[want.name]
 		if !ok {
