@@ -135,9 +135,18 @@
 // opaque number >= 0. Once closed it stays invalid (CodeBadHandle from iter_next and
 // iter_close) even when other iterators are opened later: the host does not hand out the
 // same handle again before 2^23 further iterators have been opened. At most
-// MaxOpenIterators may be open at once (CodeLimit). Whether entries written to a store while
-// an iterator on it is open are seen by that iterator is not specified: do not rely on it.
-// Keys may be empty; keys are never null (CodeBadArgument).
+// MaxOpenIterators may be open at once (CodeLimit). Keys may be empty; keys are never null
+// (CodeBadArgument).
+//
+// Writes while an iterator is open: a guest may write to a store (state_put, state_delete,
+// window_put, session_put) while iterators on it are open. The write takes effect as usual
+// and the iterators stay valid. An iterator of a key-value store (state_range, state_prefix)
+// returns the store as it was when it was opened, whatever is written meanwhile: no key
+// written after, and a key overwritten or deleted after with the value it had. An iterator
+// of a window or session store returns, in its order and once each, the windows or sessions
+// that were there when it was opened and have not been written since; whether it also
+// returns those written while it is open is not specified (it reads the store one time
+// segment at a time): collect what you need first if it matters.
 //
 // The state functions above work on key-value stores only (CodeWrongStoreType on a window or
 // session store); iter_next and iter_close work on every iterator.

@@ -119,8 +119,10 @@ func (s *SessionStore) find(it *WindowIterator, key []byte, earliestEnd, latestS
 // FindAll returns an iterator over every key's sessions with earliestEnd <= end <=
 // latestEnd, each once, in an order the host chooses. Close it when done.
 //
-// Collect what you need before writing to the store: whether the iterator sees writes made
-// while it is open is not specified.
+// The store may be written while the iterator is open, and the iterator stays valid; it
+// returns what was there when it was opened and has not been written since, but whether
+// it returns the writes made meanwhile is not specified: collect what you need first if it
+// matters.
 func (s *SessionStore) FindAll(earliestEnd, latestEnd int64) *WindowIterator {
 	it := new(WindowIterator)
 	if s.err != nil {

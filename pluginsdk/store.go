@@ -68,6 +68,9 @@ func (s *Store) Delete(key []byte) error {
 
 // Range returns an iterator over start <= key < end in ascending order; a nil bound is
 // unbounded. Close it when done (the host allows abi.MaxOpenIterators open at once).
+//
+// The store may be written while the iterator is open: the iterator returns the store as
+// it was when Range was called, without the writes made since (as Prefix's does).
 func (s *Store) Range(start, end []byte) *Iterator {
 	if s.err != nil {
 		return &Iterator{err: s.err, done: true}
@@ -76,7 +79,8 @@ func (s *Store) Range(start, end []byte) *Iterator {
 }
 
 // Prefix returns an iterator, in ascending order, over the keys that begin with prefix.
-// Close it when done.
+// Close it when done. Like Range's, the iterator returns the store as it was when Prefix
+// was called, whatever is written to it meanwhile.
 func (s *Store) Prefix(prefix []byte) *Iterator {
 	if s.err != nil {
 		return &Iterator{err: s.err, done: true}

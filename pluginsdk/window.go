@@ -145,8 +145,10 @@ func (s *WindowStore) Fetch(key []byte, from, to int64) *WindowIterator {
 // FetchAll returns an iterator over every key's windows with from <= start <= to, each
 // window once, in an order the host chooses (not by start). Close it when done.
 //
-// Collect what you need before writing to the store: whether the iterator sees writes made
-// while it is open is not specified.
+// The store may be written while the iterator is open, and the iterator stays valid; it
+// returns what was there when it was opened and has not been written since, but whether
+// it returns the writes made meanwhile is not specified: collect what you need first if it
+// matters.
 func (s *WindowStore) FetchAll(from, to int64) *WindowIterator {
 	it := new(WindowIterator)
 	if s.err != nil {

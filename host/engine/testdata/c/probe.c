@@ -180,6 +180,83 @@ static int32_t scan(int prefix, const char *arg) {
 	return sh_iter_close(it);
 }
 
+/* take_one reads the next entry of the iterator it, with a buffer that holds one entry of the
+ * iterwrite command (keys of up to 2 bytes, values of 1) and not two, and appends it to out
+ * as "key=value," (a window entry as "key@start=value,"). It returns 0 at the end, 1 after
+ * an entry, and the code of a failure. */
+static int32_t take_one(int32_t it, int window, char *out, size_t cap) {
+	uint8_t buf[SH_WINDOW_ENTRY_HEADER_SIZE + 4];
+	int32_t hdr = window ? SH_WINDOW_ENTRY_HEADER_SIZE : SH_ENTRY_HEADER_SIZE;
+	int32_t n = sh_iter_next(it, buf, hdr + 4);
+	if (n <= 0) return n;
+	int32_t kl = sh_read_i32(buf + (window ? SH_WINDOW_ENTRY_KEY_LEN_AT : SH_ENTRY_KEY_LEN_AT));
+	int32_t vl = sh_read_i32(buf + (window ? SH_WINDOW_ENTRY_VALUE_LEN_AT : SH_ENTRY_VALUE_LEN_AT));
+	size_t used = strlen(out);
+	const char *k = (const char *)buf + hdr;
+	if (window)
+		snprintf(out + used, cap - used, "%.*s@%lld=%.*s,", (int)kl, k,
+		         (long long)sh_read_i64(buf + SH_WINDOW_ENTRY_START_AT), (int)vl, k + kl);
+	else
+		snprintf(out + used, cap - used, "%.*s=%.*s,", (int)kl, k, (int)vl, k + kl);
+	return 1;
+}
+
+/* take_rest reads the rest of it into out, closes it and emits out under name, or the code of
+ * a failure under name_error. */
+static void take_rest(int32_t it, int window, char *out, size_t cap, const char *name) {
+	int32_t n;
+	while ((n = take_one(it, window, out, cap)) == 1) {}
+	sh_iter_close(it);
+	if (n < 0) {
+		char k[32];
+		snprintf(k, sizeof k, "%s_error", name);
+		report(k, n);
+		return;
+	}
+	emit_str(name, out);
+}
+
+/* iterwrite writes to a store while an iterator on it is open, between its first and second
+ * entries, and emits what the iterator returned ("kv_during", "w_during"), what a new
+ * iterator returns after ("kv_after", "w_after") and the codes of the writes ("kv_writes",
+ * "w_writes"). "iterwrite-setup" wrote what they hold: a=1, b=1 and c=1 in the key-value
+ * store "s", k's windows at 0, 70000 and 140000 in the window store "w". The writes put b2=2,
+ * overwrite b with 9 and delete c; put j@0, overwrite k@70000 with 9 and put k@210000. */
+static void iterwrite(void) {
+	int32_t s = store("s"), w = store("w");
+	char out[256] = "", codes[64];
+	int32_t it = sh_state_range(s, NULL, SH_NULL_LEN, NULL, SH_NULL_LEN);
+	take_one(it, 0, out, sizeof out);
+	snprintf(codes, sizeof codes, "%d,%d,%d", sh_state_put(s, "b2", 2, "2", 1), sh_state_put(s, "b", 1, "9", 1),
+	         sh_state_delete(s, "c", 1));
+	emit_str("kv_writes", codes);
+	take_rest(it, 0, out, sizeof out, "kv_during");
+	out[0] = 0;
+	take_rest(sh_state_range(s, NULL, SH_NULL_LEN, NULL, SH_NULL_LEN), 0, out, sizeof out, "kv_after");
+
+	out[0] = 0;
+	it = sh_window_fetch_all(w, 0, 1000000);
+	take_one(it, 1, out, sizeof out);
+	snprintf(codes, sizeof codes, "%d,%d,%d", sh_window_put(w, "j", 1, 0, "2", 1), sh_window_put(w, "k", 1, 70000, "9", 1),
+	         sh_window_put(w, "k", 1, 210000, "2", 1));
+	emit_str("w_writes", codes);
+	take_rest(it, 1, out, sizeof out, "w_during");
+	out[0] = 0;
+	take_rest(sh_window_fetch_all(w, 0, 1000000), 1, out, sizeof out, "w_after");
+}
+
+/* iterwrite_setup writes what iterwrite reads (a commit between them makes it committed
+ * state). */
+static void iterwrite_setup(void) {
+	int32_t s = store("s"), w = store("w");
+	sh_state_put(s, "a", 1, "1", 1);
+	sh_state_put(s, "b", 1, "1", 1);
+	sh_state_put(s, "c", 1, "1", 1);
+	sh_window_put(w, "k", 1, 0, "1", 1);
+	sh_window_put(w, "k", 1, 70000, "1", 1);
+	sh_window_put(w, "k", 1, 140000, "1", 1);
+}
+
 /* iters opens iterators until the host refuses, reports how many, and leaves them open
  * (the host closes them at the end of the call). */
 static void iters(void) {
@@ -327,6 +404,8 @@ static int32_t run(const char *cmd) {
 	else if (strncmp(cmd, "prefix ", 7) == 0) return scan(1, cmd + 7);
 	else if (strcmp(cmd, "range") == 0) return scan(0, "");
 	else if (strcmp(cmd, "iters") == 0) iters();
+	else if (strcmp(cmd, "iterwrite-setup") == 0) iterwrite_setup();
+	else if (strcmp(cmd, "iterwrite") == 0) iterwrite();
 	else if (strcmp(cmd, "headers") == 0) return headers();
 	else if (strcmp(cmd, "meta") == 0) meta();
 	else if (strcmp(cmd, "windows") == 0) windows();
