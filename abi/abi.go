@@ -54,6 +54,11 @@ const (
 // of a store that no guest has migrated.
 const DefaultStoreVersion = 1
 
+// ReservedKey is the one key a guest cannot write to a key-value store: state_put and
+// state_delete answer CodeBadArgument for it. The host's changelog records of store versions
+// have it.
+const ReservedKey = "\x00statehost.store_version"
+
 // Functions imported from ModuleName. Every result is an i32, and so is every parameter but
 // times and durations (names ending in "_ms"), which are i64; the parameter lists are in
 // Signatures.

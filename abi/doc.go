@@ -111,8 +111,8 @@
 //	    Stores value under key. val_len = NullLen deletes the key (as Kafka Streams' put(k,
 //	    null)). The host copies both before it returns. CodeLimit, and nothing changes, if
 //	    the write's changelog record would not fit the store's changelog topic (see "Size
-//	    limits"). CodeBadArgument for the key the host reserves for its version records: the
-//	    24 bytes "\x00statehost.store_version" (see "Store versions and migration").
+//	    limits"). CodeBadArgument for ReservedKey, the 24 bytes "\x00statehost.store_version",
+//	    which the host's records of store versions have (see "Store versions and migration").
 //	state_delete(store, key_ptr, key_len) -> 0
 //	    Deletes key; deleting an absent key is not an error. CodeLimit and CodeBadArgument as
 //	    for state_put.

@@ -1,5 +1,7 @@
 // Package plugins holds the example statehost plugins, one per directory: tokenize and
-// count (the two halves of the word-count demo), leaderboard (two stores and range scans),
+// count (the two halves of the word-count demo), countjson (count's processor over a store of
+// version 2, JSON counts, migrated from count's decimal ones), leaderboard (two stores and
+// range scans),
 // count_c (count written in C from package abi's documentation), windowcount (counts per
 // key in tumbling or hopping windows of a window store, emitted once per window when it
 // closes, from a stream-time punctuation) and sessionize (per-user sessions in a session

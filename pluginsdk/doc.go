@@ -61,6 +61,19 @@
 //
 // plugins/windowcount and plugins/sessionize are complete examples.
 //
+// # Store versions and migration
+//
+// A processor that changes the form of what it keeps in a key-value store declares the
+// store's new version and a MigrateFunc that turns an entry of an older form into the new one:
+//
+//	pluginsdk.Register(count, pluginsdk.WithStores("counts"),
+//		pluginsdk.WithStoreVersion("counts", 2, migrate))
+//
+// When the processor starts over a store of an older version (a deploy of the new module, or
+// a start with it), the host hands each old entry to migrate once, and makes what it wrote
+// the store's entries before the processor sees a record. plugins/countjson is a complete
+// example; sdktest's Driver.Migrate runs a migration in a unit test.
+//
 // # Calls and buffers
 //
 // The processor function is called once per record, inside the one guest call the host

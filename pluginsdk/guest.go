@@ -43,6 +43,8 @@ func init() {
 	hostcall.Entry.Init = guestInit
 	hostcall.Entry.ProcessBatch = processBatch
 	hostcall.Entry.Punctuate = punctuate
+	hostcall.Entry.StoreVersion = guestStoreVersion
+	hostcall.Entry.Migrate = guestMigrate
 }
 
 // guestInit implements statehost_init: it opens the declared stores and schedules the

@@ -106,6 +106,14 @@ func exportProcessBatch(count int32) int32 { return processBatch(count) }
 //go:wasmexport statehost_punctuate
 func exportPunctuate(id int32, timeMs int64) int32 { return punctuate(id, timeMs) }
 
+//go:wasmexport statehost_store_version
+func exportStoreVersion(store int32) int32 { return guestStoreVersion(store) }
+
+//go:wasmexport statehost_migrate
+func exportMigrate(store, fromVersion, entries int32) int32 {
+	return guestMigrate(store, fromVersion, entries)
+}
+
 // ptr returns the address and length of b; a nil b is null (abi.NullLen).
 func ptr(b []byte) (unsafe.Pointer, int32) {
 	if b == nil {

@@ -62,6 +62,7 @@ type registration struct {
 	windowStores  []string
 	sessionStores []string
 	punctuations  []punctuation
+	versions      []storeVersion // migrate.go
 }
 
 // punctuation is one WithPunctuation.

@@ -33,6 +33,7 @@ var (
 var goGuests = map[string]string{
 	"tokenize":    "plugins/tokenize",
 	"count":       "plugins/count",
+	"countjson":   "plugins/countjson",
 	"leaderboard": "plugins/leaderboard",
 	"goprobe":     "host/engine/testdata/goprobe",
 	"gopertask":   "host/engine/testdata/gopertask",

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/statehost/statehost/abi"
 	"github.com/statehost/statehost/store"
 )
 
@@ -102,5 +105,48 @@ func TestVersionRecordKeyRefused(t *testing.T) {
 	got := dump(t, r.stores["counts"])
 	if want := map[string]string{"rc": "-4"}; !maps.Equal(got, want) {
 		t.Fatalf("store after a put of the version record's key = %q, want %q", got, want)
+	}
+}
+
+// TestMigrateFromGo drives the Go SDK's side through plugins/countjson: its WithStoreVersion
+// declares version 2 of "counts", its migration turns count's decimal counts into JSON across
+// iter_next's buffer refills, and an entry it cannot read fails the call with the entry's key
+// in the guest's message.
+func TestMigrateFromGo(t *testing.T) {
+	if abi.ReservedKey != store.VersionRecordKey {
+		t.Fatalf("abi.ReservedKey %q differs from store.VersionRecordKey %q", abi.ReservedKey, store.VersionRecordKey)
+	}
+	e, _ := testEngine(t, Config{})
+	r := newRig(t, "counts")
+	in := instantiate(t, e, "countjson", r.task("count", "out"))
+	ctx := context.Background()
+	versions, err := in.StoreVersions(ctx)
+	if err != nil || !maps.Equal(versions, map[string]uint32{"counts": 2}) {
+		t.Fatalf("StoreVersions = %v, %v", versions, err)
+	}
+	var old []Entry
+	want := map[string]string{}
+	for i := range 3000 { // more entries than the SDK's iterator buffer holds
+		k := fmt.Sprintf("word-%05d", i)
+		old = append(old, Entry{Key: []byte(k), Value: fmt.Appendf(nil, "%d", i)})
+		want[k] = fmt.Sprintf(`{"n":%d}`, i)
+	}
+	if err := in.Migrate(ctx, "counts", 1, old); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, r.stores["counts"]); !maps.Equal(got, want) {
+		t.Fatalf("new contents: %d entries, want %d", len(got), len(want))
+	}
+	// The migrated store is the processor's: it counts on from it.
+	if err := in.ProcessBatch(ctx, []Record{kv([]byte("word-00041"), []byte("x"))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.emitted.strings(); !slices.Equal(got, []string{"out:word-00041=42"}) {
+		t.Fatalf("emitted %q", got)
+	}
+	err = in.Migrate(ctx, "counts", 1, entries("a=1", "b=two"))
+	ge := guestError(t, err, ErrGuestFailed)
+	if !strings.Contains(ge.Detail, `entry "b"`) {
+		t.Fatalf("Detail %q does not name the entry", ge.Detail)
 	}
 }

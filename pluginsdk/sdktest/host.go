@@ -120,6 +120,9 @@ func (h *memHost) StatePut(store int32, key, value []byte) int32 {
 	if s == nil {
 		return code
 	}
+	if string(key) == abi.ReservedKey {
+		return abi.CodeBadArgument
+	}
 	if value == nil {
 		s.Delete(string(key))
 	} else {
@@ -132,6 +135,9 @@ func (h *memHost) StateDelete(store int32, key []byte) int32 {
 	s, code := h.store(store)
 	if s == nil {
 		return code
+	}
+	if string(key) == abi.ReservedKey {
+		return abi.CodeBadArgument
 	}
 	s.Delete(string(key))
 	return abi.CodeOK

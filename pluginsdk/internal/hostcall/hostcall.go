@@ -50,4 +50,8 @@ var Entry struct {
 	ProcessBatch func(count int32) int32
 	// Punctuate is statehost_punctuate.
 	Punctuate func(id int32, timeMs int64) int32
+	// StoreVersion is statehost_store_version.
+	StoreVersion func(store int32) int32
+	// Migrate is statehost_migrate.
+	Migrate func(store, fromVersion, entries int32) int32
 }
