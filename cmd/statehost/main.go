@@ -67,6 +67,8 @@ var commands = []command{
 		summary: "Print a topic's records as KEY<SEP>VALUE lines."},
 	{name: "build", synopsis: buildSynopsis, run: buildCmd, ownFlags: true,
 		summary: "Build a Go or C plugin directory to a .wasm module."},
+	{name: "test", synopsis: testSynopsis, run: testCmd, ownFlags: true,
+		summary: "Run processors on records from JSON lines without Kafka, and print or check their outputs and stores."},
 }
 
 func main() {
