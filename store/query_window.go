@@ -219,3 +219,10 @@ func (w *windowed) entry(k, v []byte, q WindowQuery, lo, hi int64) (WindowEntry,
 	}
 	return e, true
 }
+
+// Filled returns the spec of a store of kind k with its defaults filled in, as the store uses
+// it, or why it is not valid.
+func (s WindowSpec) Filled(k Kind) (WindowSpec, error) {
+	err := s.validate(k)
+	return s, err
+}

@@ -199,6 +199,7 @@ const maxModuleBytes = 256 << 20
 //	                                   processor, limit and after narrow it (status.go)
 //	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
 //	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
+//	GET  /v1/stores                    the stores ([]StoreInfo, iq_page.go)
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
 //	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
 //	GET  /v1/peers/watch               a watch of this instance by another (peers.go): JSON lines
@@ -227,6 +228,9 @@ func (r *Runtime) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, r.Processors())
 	})
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
+	mux.HandleFunc("GET /v1/stores", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, r.Stores())
+	})
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.iq.getKey)
 	mux.HandleFunc("GET /v1/stores/{store}/range", r.iq.getRange)
 	mux.HandleFunc("GET "+peerWatchPath, r.peers.serve)

@@ -21,11 +21,14 @@ import (
 	"github.com/statehost/statehost/store"
 )
 
-// Interactive queries: the key-value stores of an application answer reads on the admin
-// listener of any instance.
+// Interactive queries: the stores of an application answer reads on the admin listener of any
+// instance.
 //
 //	GET /v1/stores/{store}/keys/{key}             the value of key (raw bytes), 404 when absent
 //	GET /v1/stores/{store}/range?from=&to=&limit= the entries in [from, to] as JSON lines
+//
+// Prefixes, pages (a cursor), window and session stores and the list of stores are in
+// iq_page.go.
 //
 // A key is looked for in the partition that Kafka's default partitioner (murmur2, as franz-go
 // and the Java client use) gives it among the partitions of the store's input topics: the
@@ -45,14 +48,13 @@ import (
 // keys in ascending byte order, from and to included (empty or absent: from the first key, to
 // the last), limit entries in all (default defaultRangeLimit, at most maxRangeLimit): the
 // lowest partitions fill an answer first. ?partition=N reads one partition, wherever it runs
-// (307 as for a key); there is no cursor, so a client pages one partition at a time, from the
-// last key it got followed by a zero byte. The header X-Statehost-Partitions lists the
-// partitions read. Each line is
+// (307 as for a key). A limited answer with more entries left gives the cursor of the next
+// page (iq_page.go). The header X-Statehost-Partitions lists the partitions read. Each line is
 // {"partition":N,"key":"...","value":"..."}; bytes that are not UTF-8 come as key_base64 or
 // value_base64 instead.
 //
-// Window and session stores answer 400: their keys are not plain keys. A memory store is read
-// while the loop is between batches (a memory standby's copy cannot be read).
+// A memory store is read while the loop is between batches (a memory standby's copy cannot be
+// read).
 
 // defaultRangeLimit and maxRangeLimit bound the entries of one range answer.
 const (
@@ -124,17 +126,13 @@ func (e *queryError) write(w http.ResponseWriter) {
 	writeError(w, e.code, e.err)
 }
 
-// queryStore resolves a store name to its processor and spec, for key-value stores.
+// queryStore resolves a store name to its processor and spec.
 func (qs *queries) queryStore(name string) (*processor, changelog.StoreSpec, *queryError) {
 	for _, p := range qs.rt.procs {
 		for _, s := range p.stores {
-			if s.Name != name {
-				continue
+			if s.Name == name {
+				return p, s, nil
 			}
-			if s.Kind != store.KeyValue {
-				return nil, s, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("store %s is a %s store: interactive queries read key-value stores", name, s.Kind)}
-			}
-			return p, s, nil
 		}
 	}
 	return nil, changelog.StoreSpec{}, &queryError{code: http.StatusNotFound, err: fmt.Errorf("no store %s in application %s", name, qs.rt.cfg.ApplicationID)}
@@ -186,6 +184,10 @@ func (qs *queries) getKey(w http.ResponseWriter, req *http.Request) {
 		qerr.write(w)
 		return
 	}
+	if spec.Windowed() {
+		qs.getKeyWindows(w, req, p, spec, key, part)
+		return
+	}
 	var (
 		value []byte
 		found bool
@@ -223,6 +225,9 @@ func (qs *queries) getRange(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	stale := q.Get("stale") == "true"
 	rq, err := parseRange(q)
+	if err == nil {
+		err = rq.checkKind(spec)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -232,23 +237,35 @@ func (qs *queries) getRange(w http.ResponseWriter, req *http.Request) {
 		qerr.write(w)
 		return
 	}
-	entries, err := qs.readRange(req.Context(), p, spec, parts, rq)
+	qs.answerRange(w, req, p, spec, parts, rq)
+}
+
+// answerRange reads rq from parts of the store and writes the answer.
+func (qs *queries) answerRange(w http.ResponseWriter, req *http.Request, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) {
+	entries, next, err := qs.readRange(req.Context(), p, spec, parts, rq)
 	if err != nil && len(entries) == 0 {
 		queryFailed(w, err)
 		return
 	}
-	writeRange(w, parts, entries, err)
+	writeRange(w, parts, entries, next, err)
 }
 
 // rangeQuery is what a range reads in each partition: the keys in [from, to] (nil: from the
-// first key, to the last), limit entries in all.
+// first key, to the last) that start with prefix, after the cursor after (nil: from the
+// start), limit entries in all; of a window or session store, the windows or sessions of key
+// (nil: of every key) within fromTime and toTime (nil: unbounded).
 type rangeQuery struct {
 	from, to []byte
 	limit    int
+
+	prefix           []byte
+	after            *rangeCursor
+	key              []byte
+	fromTime, toTime *int64
 }
 
-// parseRange reads the limit, from and to parameters of a range. It fails only on a limit that
-// is not a number from 1 to maxRangeLimit, with the message of the 400 answer.
+// parseRange reads the parameters of a range. It fails on a limit that is not a number from 1
+// to maxRangeLimit, or a bad parameter of parsePage, with the message of the 400 answer.
 func parseRange(q url.Values) (rangeQuery, error) {
 	rq := rangeQuery{limit: defaultRangeLimit}
 	if s := q.Get("limit"); s != "" {
@@ -264,7 +281,8 @@ func parseRange(q url.Values) (rangeQuery, error) {
 	if s := q.Get("to"); s != "" { // empty: to the last key
 		rq.to = []byte(s)
 	}
-	return rq, nil
+	err := parsePage(q, &rq)
+	return rq, err
 }
 
 // rangePartitions returns the partitions of p that a range reads here: partition (the
@@ -302,41 +320,58 @@ func parsePartition(p *processor, s string) (int32, *queryError) {
 }
 
 // readRange reads rq from this instance's copies of parts of the store, in partition then key
-// order, up to rq.limit entries. The entries are gathered first and written after: a slow
-// client never holds a store read (nor, for a memory store, the loop). A read that fails
-// stops it: before any entry, readRange returns its error alone; after some, it logs it and
-// returns it, with its partition, along with the entries, for a short answer.
-func (qs *queries) readRange(ctx context.Context, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) ([]entry, error) {
-	var entries []entry
+// order, up to rq.limit entries, and the cursor of the next page when entries are left (""
+// when none). The entries are gathered first and written after: a slow client never holds a
+// store read (nor, for a memory store, the loop). A read that fails stops it: before any
+// entry, readRange returns its error alone; after some, it logs it and returns it, with its
+// partition, along with the entries, for a short answer.
+func (qs *queries) readRange(ctx context.Context, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) ([]entry, string, error) {
+	var (
+		entries []entry
+		last    rangeCursor // of the last entry
+		full    bool        // an entry beyond the limit was found
+	)
 	for _, part := range parts {
-		if len(entries) >= rq.limit {
-			break
+		after, skip := rq.after.from(part)
+		if skip {
+			continue
 		}
 		err := qs.readCopy(ctx, p, spec, part, func(read copyReader) error {
-			return read.scan(rq.from, rq.to, func(k, v []byte) bool {
-				entries = append(entries, rangeEntry(part, k, v))
-				return len(entries) < rq.limit
+			return read.page(spec, part, &rq, after, func(e entry, pos []byte) bool {
+				if full = len(entries) == rq.limit; full {
+					return false
+				}
+				entries = append(entries, e)
+				last = rangeCursor{partition: part, pos: append(last.pos[:0], pos...)}
+				return true
 			})
 		})
 		if err != nil {
 			if len(entries) == 0 {
-				return nil, err
+				return nil, "", err
 			}
 			qs.rt.log.Warn("interactive query failed", "store", spec.Name, "partition", part, "error", err)
-			return entries, fmt.Errorf("partition %d: %w", part, err)
+			return entries, "", fmt.Errorf("partition %d: %w", part, err)
+		}
+		if full {
+			return entries, last.String(), nil
 		}
 	}
-	return entries, nil
+	return entries, "", nil
 }
 
 // writeRange writes the answer of a range that read parts: the entries as JSON lines, and,
-// when failure cut the answer short, a last line that says why.
-func writeRange(w http.ResponseWriter, parts []int32, entries []entry, failure error) {
+// when failure cut the answer short, a last line that says why; next is the cursor of the
+// next page ("" for the last).
+func writeRange(w http.ResponseWriter, parts []int32, entries []entry, next string, failure error) {
 	names := make([]string, len(parts))
 	for i, part := range parts {
 		names[i] = strconv.Itoa(int(part))
 	}
 	w.Header().Set("X-Statehost-Partitions", strings.Join(names, ","))
+	if next != "" {
+		w.Header().Set("X-Statehost-Next", next)
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	for _, e := range entries {
@@ -356,6 +391,10 @@ type entry struct {
 	KeyBase64   *string `json:"key_base64,omitempty"`
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
+	// Start and End are a window's start and (exclusive) end, or a session's start and
+	// (inclusive) end, in milliseconds since the epoch: window and session stores only.
+	Start *int64 `json:"start,omitempty"`
+	End   *int64 `json:"end,omitempty"`
 }
 
 func rangeEntry(part int32, k, v []byte) entry {
@@ -373,10 +412,12 @@ func rangeEntry(part int32, k, v []byte) entry {
 	return e
 }
 
-// copyReader reads this instance's copy of a store partition.
+// copyReader reads this instance's copy of a store partition: get and scan a key-value
+// store's, windows a window or session store's.
 type copyReader struct {
-	get  func(key []byte) ([]byte, bool, error)
-	scan func(from, to []byte, fn func(k, v []byte) bool) error
+	get     func(key []byte) ([]byte, bool, error)
+	scan    func(from, to []byte, fn func(k, v []byte) bool) error
+	windows func(q store.WindowQuery, fn func(store.WindowEntry) bool) error
 }
 
 // errCopyBusy: a memory store's copy cannot be read now.
@@ -393,6 +434,9 @@ func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.St
 			scan: func(from, to []byte, f func(k, v []byte) bool) error {
 				return qs.rt.stores.ScanCommitted(id, spec.Name, from, to, f)
 			},
+			windows: func(q store.WindowQuery, f func(store.WindowEntry) bool) error {
+				return qs.rt.stores.ScanWindowsCommitted(id, spec.Name, spec.Kind, spec.Window, q, f)
+			},
 		})
 	}
 	if !qs.lockFor(ctx, memoryReadWait) {
@@ -407,7 +451,7 @@ func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.St
 		return fmt.Errorf("%w: task %s is running its plugin", errCopyBusy, id)
 	}
 	sp := t.cl.StoreTask().Partition(spec.Name)
-	return fn(copyReader{get: sp.ReadCommittedMemory, scan: sp.ScanCommittedMemory})
+	return fn(copyReader{get: sp.ReadCommittedMemory, scan: sp.ScanCommittedMemory, windows: sp.ScanWindowsCommittedMemory})
 }
 
 // memoryReadWait bounds how long a query of a memory store waits for the loop.
