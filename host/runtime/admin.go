@@ -199,6 +199,7 @@ const maxModuleBytes = 256 << 20
 //	                                   processor, limit and after narrow it (status.go)
 //	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
 //	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
+//	GET  /v1/deploys                   the deploys since start, the latest first (deploys_history.go)
 //	GET  /v1/stores                    the stores ([]StoreInfo, iq_page.go)
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
 //	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
@@ -228,6 +229,9 @@ func (r *Runtime) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, r.Processors())
 	})
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
+	mux.HandleFunc("GET /v1/deploys", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, r.history.list())
+	})
 	mux.HandleFunc("GET /v1/stores", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.Stores())
 	})
@@ -286,14 +290,15 @@ func (r *Runtime) postModule(w http.ResponseWriter, req *http.Request) {
 // where the module came from.
 func (r *Runtime) logDeploy(name string, res DeployResult, err error, keyvals ...any) {
 	kv := func(more ...any) []any { return append(append([]any{"processor", name}, keyvals...), more...) }
-	switch {
-	case err == nil && res.Unchanged:
+	outcome := deployOutcome(res, err)
+	r.history.add(name, outcome, res, err, keyvals...)
+	switch outcome {
+	case "unchanged":
 		r.log.Info("module unchanged", kv("hash", short(res.Version.Hash))...)
-	case err == nil:
+	case "deployed":
 		r.log.Info("module deployed", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "tasks", res.Tasks)...)
 		r.emit(Event{Kind: EventModuleDeployed, Processor: name, ModuleHash: res.Version.Hash})
-	case res.Version.Hash != "" && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-		// Validated and deployed; the wait ended before every task switched.
+	case "pending":
 		r.log.Warn("module deployed, tasks not all switched yet", kv("hash", short(res.Version.Hash), "previous", short(res.Previous.Hash), "error", err)...)
 		r.emit(Event{Kind: EventModuleDeployed, Processor: name, ModuleHash: res.Version.Hash, Error: err.Error()})
 	default:

@@ -218,9 +218,10 @@ type Runtime struct {
 	signals signals // what the group's callbacks and the jobs hand to the loop (signals.go)
 
 	status  *statusBoard
-	metrics *metrics // GET /metrics (metrics.go)
-	deploy  deploys  // the modules' deploys and switches (deploy.go)
-	iq      queries  // interactive queries (iq.go)
+	metrics *metrics      // GET /metrics (metrics.go)
+	deploy  deploys       // the modules' deploys and switches (deploy.go)
+	history deployHistory // the deploys since start, for GET /v1/deploys (deploys_history.go)
+	iq      queries       // interactive queries (iq.go)
 
 	peers   *peerWatches                // the watches of the other instances on this one (peers.go)
 	watcher atomic.Pointer[peerWatcher] // this instance's watches of the others; nil: remove_dead_members = false
