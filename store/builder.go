@@ -6,10 +6,12 @@ import "fmt"
 // which they wrap each other. Every kind of store (key-value, window, session) gets the same
 // stack, outermost first:
 //
-//	metered -> coalescing -> logging -> inner
+//	metered -> ttl -> coalescing -> logging -> inner
 //
-// metered when Options.Metrics is set, coalescing when Options.Coalesce is (key-value stores
-// only, see planLayers), logging when Options.Changelog is set. The inner store is the
+// metered when Options.Metrics is set, ttl when Options.TTL is enabled and coalescing when
+// Options.Coalesce is (both for key-value stores only, see planLayers), logging when
+// Options.Changelog is set. Below the ttl layer values carry their write time (ttl.go), which
+// the logging layer's changelog takes off again (Partition.timedLog). The inner store is the
 // partition's pebble or memory store; for window and session stores, the time logic
 // (segments, grace, expiry) over it. Each kind supplies its own type of each layer
 // (layers.go for key-value stores, windowlayers.go for window and session stores); the
@@ -19,6 +21,7 @@ import "fmt"
 type stackPlan struct {
 	metrics  Metrics      // the metered layer's hook; nil: no metered layer
 	coalesce bool         // a coalescing layer
+	ttl      bool         // a ttl layer
 	log      ChangeLogger // the logging layer's changelog; nil: no logging layer
 }
 
@@ -38,6 +41,12 @@ func planLayers(k Kind, o Options) (stackPlan, error) {
 		}
 		plan.coalesce = true
 	}
+	if o.TTL.Enabled() || o.TTL.validate() != nil {
+		if err := planTTL(k, o); err != nil {
+			return stackPlan{}, err
+		}
+		plan.ttl = true
+	}
 	return plan, nil
 }
 
@@ -46,6 +55,7 @@ func planLayers(k Kind, o Options) (stackPlan, error) {
 type layerMakers[S any] struct {
 	metered    func(below S, m Metrics) S
 	coalescing func(below S) S // nil for the kinds that cannot coalesce (planLayers refuses them)
+	ttl        func(below S) S // nil for the kinds that have no TTL (planLayers refuses them)
 	logging    func(below S, log ChangeLogger) S
 }
 
@@ -58,6 +68,9 @@ func assemble[S any](plan stackPlan, inner S, makers layerMakers[S]) S {
 	}
 	if plan.coalesce {
 		s = makers.coalescing(s)
+	}
+	if plan.ttl {
+		s = makers.ttl(s)
 	}
 	if plan.metrics != nil {
 		s = makers.metered(s, plan.metrics)
@@ -74,7 +87,8 @@ func (t *Task) buildKeyValue(p *Partition, plan stackPlan) Store {
 			t.caches = append(t.caches, c)
 			return c
 		},
-		logging: func(below Store, log ChangeLogger) Store { return &logging{inner: below, log: log} },
+		ttl:     p.newTTLLayer,
+		logging: func(below Store, log ChangeLogger) Store { return &logging{inner: below, log: p.timedLog(log)} },
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -44,6 +45,9 @@ type Settings struct {
 	ReadOnly bool
 	// Logger receives the logs of the stores and of Pebble (Pebble's info lines at debug level). Default hclog.NewNullLogger().
 	Logger hclog.Logger
+	// WallClock is the clock of the stores whose TTL counts in wall-clock time (TTLWallClock).
+	// Default time.Now.
+	WallClock func() time.Time
 }
 
 func (s *Settings) validate() error {

@@ -45,6 +45,7 @@ type Partition struct {
 	version        atomic.Uint32 // the version of the committed entries, 0 for none recorded (version.go)
 	pendingVersion uint32        // the version the next commit records, 0 for none (SetVersion)
 
+	ttl       *ttlState    // key-value stores with a TTL only (ttl.go)
 	win       *windowed    // window and session stores only
 	windows   *windowStore // window and session stores only: the face of the top of their stack
 	savedTime int64        // pebble only: the stream time stored with the partition; NoTime when none
@@ -66,7 +67,8 @@ type Write struct {
 	// Timestamp is the record's timestamp in ms, or -1 when it is not the producer's (a
 	// topic with message.timestamp.type=LogAppendTime). A window or session store's
 	// changelog records carry the task's stream time when they were written (0 while it was
-	// unknown): the restore raises the stream time to it.
+	// unknown): the restore raises the stream time to it. A key-value store with a TTL takes
+	// it as the entry's write time (stampRestored).
 	Timestamp int64
 	// Offset is the record's offset in the changelog, for errors.
 	Offset int64
@@ -197,12 +199,12 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 // at that stream time are skipped (and counted), and dropTo, when not nil, ends the local
 // key range of the segments that are now expired. A key-value store's writes pass as they are,
 // but its version records (version.go), which are left out: version is the last one's, 0 when
-// ws has none.
+// ws has none; with a TTL, each value gets its write time in front (stampRestored).
 func (p *Partition) restoreWrites(ws []Write) (out []Write, dropTo []byte, version uint32, err error) {
 	w := p.win
 	if w == nil {
 		out, version, err = takeVersionRecords(ws)
-		return out, nil, version, err
+		return p.stampRestored(out), nil, version, err
 	}
 	// The stream time when each record was written; 0 stands for "none yet" (a write of a
 	// plugin's init). The windows' own times do not count: processing does not raise the
@@ -290,22 +292,26 @@ func (p *Partition) Wipe() error {
 // checkLayout compares the type the partition's data was written as with the one it is
 // opened as, and keeps the segment interval of a window or session partition as its data was
 // written. A window or session partition records its layout, kind(1) and segment
-// interval(8); a key-value partition records none, as before window stores existed.
+// interval(8); a key-value partition records none, as before window stores existed, unless
+// its values carry write times (a TTL: checkKeyValueLayout).
 //
 // The segment interval follows the retention: when the retention changes, the partition
 // keeps the interval its data is laid out in (any interval works for expiry). A partition
 // opened as another type than the one its data was written as is refused with an error: its
 // local data and its changelog hold records of the old type.
 func (p *Partition) checkLayout() error {
-	kind := byte(KeyValue)
-	if p.win != nil {
-		kind = byte(p.win.kind)
+	if p.win == nil {
+		return p.checkKeyValueLayout()
 	}
+	kind := byte(p.win.kind)
 	v, c, err := p.t.m.db.Get(layoutKey(p.id))
 	switch {
 	case err == nil:
 		have := append([]byte(nil), v...)
 		c.Close()
+		if len(have) == kvLayoutLen && have[0] == byte(KeyValue) {
+			return p.typeChanged(KeyValue)
+		}
 		if len(have) != 9 {
 			return fmt.Errorf("store: task %s store %q: corrupt layout record of %d bytes", p.t.id, p.name, len(have))
 		}
@@ -316,8 +322,6 @@ func (p *Partition) checkLayout() error {
 		return nil
 	case !errors.Is(err, pebble.ErrNotFound):
 		return fmt.Errorf("store: task %s store %q: read layout: %w", p.t.id, p.name, err)
-	case p.win == nil:
-		return nil
 	case p.used():
 		return p.typeChanged(KeyValue)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +16,8 @@ import (
 // the task's last commit, or as far as a restore or a standby has applied. They take no lock
 // of the task and are safe for concurrent use. Memory stores keep their committed data on the
 // heap of their open task, and window and session stores another layout: these functions
-// are not for them.
+// are not for them. The values of a store with a TTL are read without their write times, and
+// its expired entries are absent (ttl_query.go).
 
 // ReadCommitted returns the committed value of key in store name of task id: the value and
 // true, or false when the key (or the store's state) is absent.
@@ -29,6 +31,10 @@ func (m *Manager) ReadCommitted(id TaskID, name string, key []byte) ([]byte, boo
 	if err != nil || !ok {
 		return nil, false, err
 	}
+	tv, err := m.committedTTL(part)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: task %s store %q: read: %w", id, name, err)
+	}
 	k := append(dataPrefix(part), key...)
 	v, c, err := m.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -38,7 +44,10 @@ func (m *Manager) ReadCommitted(id TaskID, name string, key []byte) ([]byte, boo
 		return nil, false, fmt.Errorf("store: task %s store %q: read: %w", id, name, err)
 	}
 	defer c.Close()
-	return clone(v), true, nil
+	if v, ok, err = tv.read(v); err != nil {
+		return nil, false, fmt.Errorf("store: task %s store %q: read key %q: %w", id, name, key, err)
+	}
+	return v, ok, nil
 }
 
 // ScanCommitted calls fn with the committed entries of store name of task id whose keys are
@@ -54,6 +63,12 @@ func (m *Manager) ScanCommitted(id TaskID, name string, from, to []byte, fn func
 	if err != nil || !ok {
 		return err
 	}
+	tv, err := m.committedTTL(part)
+	if err != nil {
+		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
+	}
+	var failed error
+	fn = tv.scan(fn, &failed)
 	prefix := dataPrefix(part)
 	opts := &pebble.IterOptions{LowerBound: append(dataPrefix(part), from...), UpperBound: dataPrefix(part + 1)}
 	if to != nil {
@@ -68,7 +83,7 @@ func (m *Manager) ScanCommitted(id TaskID, name string, from, to []byte, fn func
 			break
 		}
 	}
-	if err := it.Close(); err != nil {
+	if err := cmp.Or(it.Close(), failed); err != nil {
 		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
 	}
 	return nil
@@ -114,7 +129,14 @@ func (p *Partition) ReadCommittedMemory(key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	_, v, ok := p.mem.data.Get(key)
-	return clone(v), ok, nil
+	if !ok {
+		return nil, false, nil
+	}
+	v, ok, err := p.memoryTTLView().read(v)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: task %s store %q: read key %q: %w", p.t.id, p.name, key, err)
+	}
+	return v, ok, nil
 }
 
 // ScanCommittedMemory is ScanCommitted for a memory partition, under the same condition as
@@ -133,10 +155,15 @@ func (p *Partition) ScanCommittedMemory(from, to []byte, fn func(key, value []by
 	if to != nil {
 		hi = btreemap.LE(to)
 	}
+	var failed error
+	fn = p.memoryTTLView().scan(fn, &failed)
 	for k, v := range p.mem.data.Ascend(lo, hi) {
 		if !fn(k, v) {
 			break
 		}
+	}
+	if failed != nil {
+		return fmt.Errorf("store: task %s store %q: scan: %w", p.t.id, p.name, failed)
 	}
 	return nil
 }

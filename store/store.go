@@ -142,4 +142,7 @@ type Options struct {
 	Kind Kind
 	// Window configures a Window or Session store; ignored for KeyValue.
 	Window WindowSpec
+	// TTL, when enabled, makes a key-value store's entries expire (ttl.go); its Changelog, if
+	// any, must be a TimedChangeLogger. Default none. Window and session stores refuse it.
+	TTL TTL
 }

@@ -141,8 +141,8 @@ func (t *Task) check() error {
 }
 
 // Open opens the key-value store called name with its options and returns it as a
-// layered Store: metered (when o.Metrics is set) -> coalescing (when
-// o.Coalesce) -> logging (when o.Changelog is set) -> pebble | memory.
+// layered Store: metered (when o.Metrics is set) -> ttl (when o.TTL is enabled) ->
+// coalescing (when o.Coalesce) -> logging (when o.Changelog is set) -> pebble | memory.
 // A store can be opened once per task.
 func (t *Task) Open(name string, o Options) (Store, error) {
 	if o.Kind != KeyValue {
@@ -213,7 +213,8 @@ func (t *Task) open(name string, o Options) (*Partition, error) {
 	if _, ok := t.parts[name]; ok {
 		return nil, fmt.Errorf("store: task %s: store %q is already open", t.id, name)
 	}
-	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil, clog: o.Changelog, savedTime: NoTime}
+	p := &Partition{t: t, name: name, backend: o.Backend, logged: o.Changelog != nil, clog: o.Changelog, savedTime: NoTime,
+		ttl: newTTLState(o)}
 	if o.Kind != KeyValue {
 		p.win = &windowed{kind: o.Kind, spec: o.Window, dropBelow: math.MinInt64}
 	}
