@@ -315,6 +315,9 @@ func (t *Task) UncommittedBytes() int64 {
 		if p.mem != nil {
 			n += p.mem.pendingBytes
 		}
+		if p.pendingVersion != 0 {
+			n += versionRecordBytes // the version SetVersion staged: the commit must take it
+		}
 	}
 	for _, c := range t.caches {
 		n += c.bytes

@@ -30,6 +30,10 @@ const VersionRecordKey = "\x00statehost.store_version"
 // DefaultVersion is the version of a partition that never recorded one (abi.DefaultStoreVersion).
 const DefaultVersion = 1
 
+// versionRecordBytes is what a staged version counts in Task.UncommittedBytes: the key and a
+// version of a few digits.
+const versionRecordBytes int64 = int64(len(VersionRecordKey)) + 4
+
 // IsVersionRecordKey reports whether key is VersionRecordKey.
 func IsVersionRecordKey(key []byte) bool {
 	return len(key) == len(VersionRecordKey) && string(key) == VersionRecordKey

@@ -160,3 +160,26 @@ func TestVersionRestored(t *testing.T) {
 		}
 	})
 }
+
+// TestVersionIsUncommittedWork checks that a staged version alone is work for the next
+// commit, even in an unlogged memory store whose entries did not change.
+func TestVersionIsUncommittedWork(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	task, _ := m.OpenTask("p", 0)
+	if _, err := task.Open("s", Options{Backend: Memory}); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Partition("s").SetVersion(2); err != nil {
+		t.Fatal(err)
+	}
+	if task.UncommittedBytes() == 0 {
+		t.Fatal("a staged version is no uncommitted work")
+	}
+	if err := task.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, v := task.UncommittedBytes(), task.Partition("s").Version(); n != 0 || v != 2 {
+		t.Fatalf("after the commit: %d uncommitted bytes, version %d", n, v)
+	}
+}
