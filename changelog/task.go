@@ -39,12 +39,16 @@ type StoreSpec struct {
 func (s StoreSpec) Windowed() bool { return s.Kind == store.Window || s.Kind == store.Session }
 
 // TopicDefaults returns the changelog topic configs of the store's type, before app-wide and
-// the store's own configs: none for a key-value store (DefaultTopicConfigs apply);
-// cleanup.policy=compact,delete and retention.ms = retention + AdditionalRetention for window
-// and session stores, as Kafka Streams creates them, and message.timestamp.type=CreateTime
-// (their records carry the stream time).
+// the store's own configs: none for a key-value store (DefaultTopicConfigs apply), but
+// message.timestamp.type=CreateTime for one with a TTL (its records carry their entries'
+// write times); cleanup.policy=compact,delete and retention.ms = retention +
+// AdditionalRetention for window and session stores, as Kafka Streams creates them, and
+// message.timestamp.type=CreateTime (their records carry the stream time).
 func (s StoreSpec) TopicDefaults() map[string]string {
 	if !s.Windowed() {
+		if s.TTL.Enabled() {
+			return map[string]string{"message.timestamp.type": "CreateTime"}
+		}
 		return nil
 	}
 	retention := s.Window.Retention

@@ -168,11 +168,11 @@ func (m *TopicManager) awaitListed(ctx context.Context, partitions int32, create
 	}
 }
 
-// warnStale warns about existing changelog topics of window and session stores whose
-// cleanup.policy, retention.ms or message.timestamp.type differ from what the store would
-// create them with (its retention changed since, say): Ensure leaves existing configs alone,
-// and a retention.ms shorter than the store's lets the broker delete windows a restore
-// needs. A failure to describe the configs is only logged.
+// warnStale warns about existing changelog topics of window and session stores (and
+// key-value stores with a TTL) whose cleanup.policy, retention.ms or message.timestamp.type
+// differ from what the store would create them with (its retention changed since, say):
+// Ensure leaves existing configs alone, and a retention.ms shorter than the store's lets the
+// broker delete windows a restore needs. A failure to describe the configs is only logged.
 func (m *TopicManager) warnStale(ctx context.Context, names, created []string, byTopic map[string]TopicSpec) {
 	var check []string
 	for _, name := range names {

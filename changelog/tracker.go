@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/statehost/statehost/store"
 )
 
 // tracker follows the records of one task from produce to acknowledgement.
@@ -249,6 +252,8 @@ type storeLog struct {
 	acked int64
 }
 
+var _ store.TimedChangeLogger = (*storeLog)(nil)
+
 func newStoreLog(tr *tracker, topic string, partition int32) *storeLog {
 	l := &storeLog{tr: tr, topic: topic, partition: partition, acked: -1}
 	l.promise = l.done
@@ -273,7 +278,14 @@ func (l *storeLog) take() (int64, bool) {
 // LogPut queues the changelog record of a put. When the producer has no room for it, it
 // waits (tracker.awaitRoom); a wait that ends without room (the plugin call's context ended,
 // or the wait limit passed: ErrNoRoom) fails the write, and the task's next commit.
-func (l *storeLog) LogPut(key, value []byte) error {
+func (l *storeLog) LogPut(key, value []byte) error { return l.LogPutAt(key, value, noStamp) }
+
+// LogDelete queues the changelog record of a delete (a tombstone), as LogPut does.
+func (l *storeLog) LogDelete(key []byte) error { return l.LogDeleteAt(key, noStamp) }
+
+// LogPutAt is LogPut with the record's timestamp ts in milliseconds (noStamp: stamp's); a
+// store with a TTL gives its entries' write times (store.TimedChangeLogger).
+func (l *storeLog) LogPutAt(key, value []byte, ts int64) error {
 	if err := l.tr.reserveWrite(int64(len(key) + len(value))); err != nil {
 		return l.noRoom(err)
 	}
@@ -281,21 +293,24 @@ func (l *storeLog) LogPut(key, value []byte) error {
 	r.Topic, r.Partition = l.topic, l.partition
 	// Neither is nil: compacted topics need a key, and a nil value is a tombstone.
 	r.Key, r.Value = l.tr.mem.copy(key), l.tr.mem.copy(value)
-	l.tr.produce(l.stamp(r), l.promise, Input{})
+	l.tr.produce(l.stamp(r, ts), l.promise, Input{})
 	return nil
 }
 
-// LogDelete queues the changelog record of a delete (a tombstone), as LogPut does.
-func (l *storeLog) LogDelete(key []byte) error {
+// LogDeleteAt is LogDelete with the record's timestamp ts, as LogPutAt.
+func (l *storeLog) LogDeleteAt(key []byte, ts int64) error {
 	if err := l.tr.reserveWrite(int64(len(key))); err != nil {
 		return l.noRoom(err)
 	}
 	r := l.tr.mem.record()
 	r.Topic, r.Partition = l.topic, l.partition
 	r.Key = l.tr.mem.copy(key)
-	l.tr.produce(l.stamp(r), l.promise, Input{})
+	l.tr.produce(l.stamp(r, ts), l.promise, Input{})
 	return nil
 }
+
+// noStamp is the timestamp of LogPutAt and LogDeleteAt that leaves the record's to stamp.
+const noStamp = math.MinInt64
 
 // noRoom returns the error of a write whose changelog record found no room, after failing
 // the task's next commit with it.
@@ -306,11 +321,14 @@ func (l *storeLog) noRoom(err error) error {
 	return err
 }
 
-// stamp sets r's timestamp to the stream time when the store is windowed. Before the task's
-// first record (a write from a plugin's init) the stream time is unknown: the timestamp is
-// then 0, which a restore cannot mistake for a stream time.
-func (l *storeLog) stamp(r *kgo.Record) *kgo.Record {
-	if l.clock != nil {
+// stamp sets r's timestamp to ts, unless it is noStamp; else to the stream time when the
+// store is windowed. Before the task's first record (a write from a plugin's init) the stream
+// time is unknown: the timestamp is then 0, which a restore cannot mistake for a stream time.
+// Otherwise the record gets the time it is produced at.
+func (l *storeLog) stamp(r *kgo.Record, ts int64) *kgo.Record {
+	if ts != noStamp {
+		r.Timestamp = time.UnixMilli(ts)
+	} else if l.clock != nil {
 		r.Timestamp = time.UnixMilli(max(l.clock.StreamTime(), 0))
 	}
 	return r
