@@ -160,7 +160,7 @@ const (
 )
 
 // Store is a store block inside a processor. The durations are zero where they do not apply
-// to the store's type (all of them for a key-value store).
+// to the store's type (all but TTL for a key-value store, TTL for the others).
 type Store struct {
 	Name         string
 	Type         string            // StoreKeyValue (the default), StoreWindow or StoreSession
@@ -188,6 +188,13 @@ type Store struct {
 	// AdditionalRetention is how much longer than Retention a window or session store's
 	// changelog topic keeps its records. Default 24h.
 	AdditionalRetention time.Duration
+
+	// TTL is how long an entry of a key-value store lives after its last write, counted in
+	// TTLClock; 0 (the default): entries never expire.
+	TTL time.Duration
+	// TTLClock is what TTL counts in: TTLStreamTime (the default) or TTLWallClock; "" when the
+	// store has no TTL.
+	TTLClock string
 }
 
 // ChangelogRetention returns the retention of the changelog topic of a window or session

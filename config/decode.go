@@ -114,6 +114,8 @@ type rawStore struct {
 	Type      hcl.Expression `hcl:"type,optional"`
 	Backend   hcl.Expression `hcl:"backend,optional"`
 	Coalesce  hcl.Expression `hcl:"coalesce,optional"`
+	TTL       hcl.Expression `hcl:"ttl,optional"`
+	TTLClock  hcl.Expression `hcl:"ttl_clock,optional"`
 	Logging   *rawLogging    `hcl:"logging,block"`
 	DefRange  hcl.Range      `hcl:",def_range"`
 
@@ -373,6 +375,7 @@ func (d *decoder) decodeStore(rs rawStore) Store {
 		}
 	}
 	d.decodeStoreTimes(rs, &s, typeKnown)
+	d.decodeStoreTTL(rs, &s, typeKnown)
 	return s
 }
 

@@ -162,6 +162,12 @@
 //	    type     = "keyvalue"               # default "keyvalue", or "window" or "session" (below)
 //	    backend  = "pebble"                 # default "pebble", or "memory"
 //	    coalesce = false                    # default false; true only for keyvalue stores
+//	    ttl       = "7d"                    # keyvalue stores only; default none: entries never
+//	                                        # expire. An entry expires this long after its last
+//	                                        # write; > 0, whole milliseconds, Go's units after
+//	                                        # an optional whole number of days: "7d", "1d12h", "90m"
+//	    ttl_clock = "stream_time"           # default "stream_time", or "wall_clock": what ttl
+//	                                        # counts in (below); only with ttl
 //	    logging {                           # optional
 //	      enabled      = true               # default true: changelog <application_id>-<store>-changelog
 //	      topic_config = { "min.compaction.lag.ms" = "0" } # optional changelog topic configs
@@ -232,6 +238,24 @@
 // durations are Go durations like commit_interval. window_size and advance apply only to
 // window stores, inactivity_gap only to session stores, and grace, retention and
 // changelog_additional_retention to both: setting one on a store of another type is an error.
+//
+// A keyvalue store with a ttl hides its expired entries from the plugin (get, range, prefix)
+// and from interactive queries, and deletes them in the background, a bounded number of entries
+// at a time between the task's batches, with tombstones in its changelog (in the task's
+// transaction under exactly_once). An entry's write time is the clock's time at its last put:
+// with "stream_time", the task's stream time (the largest record timestamp it has seen; 0 for
+// a put before its first record, a plugin's init on a new task, which the first records then
+// expire); with "wall_clock", the machine's time. It travels in the changelog records'
+// timestamps, so restores and standbys know it. "stream_time" is the default because it is
+// deterministic: the same records give the same state however late, how fast or how often
+// they are processed (a replay, a backlog after an outage, a test), as window retention does;
+// but an entry expires only as newer records arrive on its partition. "wall_clock" expires
+// entries on time while no records arrive (sessions, caches), and makes a backlog's entries
+// live from when they are processed. Adding a ttl to a store that holds data, or removing it,
+// rebuilds its local state from its changelog, whose records' timestamps become the existing
+// entries' write times (their produce times, for records written before the ttl); an
+// unlogged store is rewritten in place, its entries written now. Changing the ttl or its clock
+// keeps the write times. See docs/decisions/20261205_store_ttl.md.
 //
 // The processors must not form a cycle: no processor may read, through other processors, what
 // it writes (its outputs, and its dead-letter topic), whatever the topics are (topic blocks,
