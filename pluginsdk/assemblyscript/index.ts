@@ -1,0 +1,2 @@
+// The package's entry for `import ... from "@statehost/sdk"`.
+export * from "./assembly/index";
