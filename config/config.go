@@ -88,6 +88,12 @@ type Config struct {
 type EmbeddedBroker struct {
 	Listen  string
 	DataDir string // absolute
+	// SyncWrites fsyncs every produced batch, and the broker's group and producer logs, before
+	// the broker acknowledges them (statehost broker --sync-writes), so that what it
+	// acknowledged survives a crash of the machine, at a cost in throughput. Default false:
+	// the writes reach the operating system at once (a killed process loses none of them) and
+	// the disk when the system flushes them. See README, "The embedded broker's durability".
+	SyncWrites bool
 }
 
 // Admin is the admin block.

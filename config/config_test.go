@@ -278,6 +278,9 @@ application_id       = "app"
 processing_guarantee = "exactly_once"
 session_timeout      = "3s"
 `+tc.extra+`
+kafka {
+  brokers = ["kafka:9092"]
+}
 processor "count" {
   module = "plugins/count/count.wasm"
   inputs = ["in"]

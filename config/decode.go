@@ -65,9 +65,10 @@ type rawFile struct {
 }
 
 type rawEmbeddedBroker struct {
-	Listen   hcl.Expression `hcl:"listen,optional"`
-	DataDir  hcl.Expression `hcl:"data_dir,optional"`
-	DefRange hcl.Range      `hcl:",def_range"`
+	Listen     hcl.Expression `hcl:"listen,optional"`
+	DataDir    hcl.Expression `hcl:"data_dir,optional"`
+	SyncWrites hcl.Expression `hcl:"sync_writes,optional"`
+	DefRange   hcl.Range      `hcl:",def_range"`
 }
 
 type rawAdmin struct {
@@ -184,6 +185,10 @@ func (d *decoder) decodeFile(body hcl.Body, c *Config, opts Options) {
 	d.decodeKafka(raw.Kafka, c)
 	d.checkKafka(raw.Kafka, c)
 	d.decodeEmbeddedBroker(raw.EmbeddedBroker, c)
+	if c.Guarantee == ExactlyOnce && len(c.Kafka.Brokers) == 0 {
+		d.warnf(raw.ProcessingGuarantee.Range(), "Exactly-once on the embedded broker",
+			"Without kafka.brokers the embedded broker runs in this process and dies with it. When the process is killed (SIGKILL, a crash) with a transaction open, the broker aborts that transaction at its next start without writing an abort marker, and read_committed readers then skip every later transaction of this instance: restores from its changelogs and consumers of its outputs miss them. Stop it with SIGINT or SIGTERM only, or give exactly_once a Kafka cluster (kafka.brokers).")
+	}
 	if c.ApplicationID != "" && checkApplicationID(c.ApplicationID) == "" {
 		app := filepath.Join(c.StateDir, c.ApplicationID)
 		if within(app, c.EmbeddedBroker.DataDir) || within(c.EmbeddedBroker.DataDir, app) {
@@ -229,6 +234,7 @@ func (d *decoder) decodeEmbeddedBroker(re *rawEmbeddedBroker, c *Config) {
 			c.EmbeddedBroker.DataDir = d.path(s)
 		}
 	}
+	c.EmbeddedBroker.SyncWrites = d.boolean(re.SyncWrites, "sync_writes", false)
 }
 
 func (d *decoder) decodeTopic(rt rawTopic) Topic {

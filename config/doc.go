@@ -112,7 +112,12 @@
 //	embedded_broker {                       # optional; used only when kafka.brokers is empty
 //	  listen   = "127.0.0.1:9092"           # default "127.0.0.1:9092"; not admin.listen's address
 //	  data_dir = "state/broker"             # default <state_dir>/broker; a directory, or one
-//	}                                       # that can be made
+//	                                        # that can be made
+//	  sync_writes = false                   # default false: fsync every produced batch (and
+//	}                                       # group and producer state) before acknowledging
+//	                                        # it, as statehost broker --sync-writes. Without it
+//	                                        # a killed process loses nothing acknowledged, a
+//	                                        # crash of the machine may lose the last writes
 //
 //	admin {                                 # optional
 //	  listen    = "127.0.0.1:9464"          # default "127.0.0.1:9464"; "" disables it; an address

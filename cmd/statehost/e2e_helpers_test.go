@@ -82,6 +82,9 @@ type appOptions struct {
 	recoveryLag     int64  // acceptable_recovery_lag; 0: the default
 	kafka           string // more lines of the kafka block (tls, sasl, client settings)
 	keepDead        bool   // remove_dead_members = false: a dead instance's tasks wait for its session timeout
+	// embedded: no kafka block; the app runs the embedded broker, listening on the address
+	// given to writeAppConfigWith, with sync_writes = syncWrites.
+	embedded, syncWrites bool
 }
 
 // writeAppConfigWith writes the word-count configuration with the options o into dir (created
@@ -116,12 +119,13 @@ func writeAppConfigWith(t testing.TB, dir, addr string, o appOptions) string {
 	if o.loggingDisabled {
 		logBlock = "logging {\n      enabled = false\n    }"
 	}
+	brokers := fmt.Sprintf("kafka {\n  brokers = [%q]\n%s}\n", addr, o.kafka)
+	if o.embedded {
+		brokers = fmt.Sprintf("embedded_broker {\n  listen      = %q\n  sync_writes = %t\n}\n", addr, o.syncWrites)
+	}
 	src := fmt.Sprintf(`application_id  = %q
 state_dir       = %q
-%skafka {
-  brokers = [%q]
-%s}
-admin {
+%s%sadmin {
   listen = %q
 }
 topic "sentences" {
@@ -143,7 +147,7 @@ processor "count" {
     %s
   }
 }
-`, e2eApp, filepath.Join(dir, "state"), top.String(), addr, o.kafka, listen, mods["tokenize"], mods["count"], logBlock)
+`, e2eApp, filepath.Join(dir, "state"), top.String(), brokers, listen, mods["tokenize"], mods["count"], logBlock)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -98,9 +98,10 @@ func runApp(ctx context.Context, env *cliEnv, o runOptions, events *eventFile) (
 	brokers := cfg.Kafka.Brokers
 	if len(brokers) == 0 {
 		b, err := broker.Start(broker.Options{
-			Listen:  cfg.EmbeddedBroker.Listen,
-			DataDir: cfg.EmbeddedBroker.DataDir,
-			Logger:  log.Named("broker"),
+			Listen:     cfg.EmbeddedBroker.Listen,
+			DataDir:    cfg.EmbeddedBroker.DataDir,
+			SyncWrites: cfg.EmbeddedBroker.SyncWrites,
+			Logger:     log.Named("broker"),
 		})
 		if err != nil {
 			log.Error("cannot start the embedded broker", "error", err)
