@@ -33,8 +33,9 @@ import (
 // probing_rebalance_interval, remove_dead_members), the kafka, embedded_broker and admin
 // blocks, a topic or repartition block's partitions or config or its removal, a processor's
 // removal, module, inputs, outputs or emit_budget, and a store's type, backend, coalesce,
-// logging.enabled, window and session durations, or its move to another processor. Both
-// configurations must be free of error diagnostics.
+// logging.enabled, window and session durations, or its move to another processor; and any
+// setting Diff does not know (a field of Config, Processor or Store it does not compare
+// itself). Both configurations must be free of error diagnostics.
 func Diff(running, next *Config) ([]Change, hcl.Diagnostics) {
 	d := &differ{src: newSource(next)}
 	if running.ApplicationID != next.ApplicationID {
@@ -134,6 +135,11 @@ func (d *differ) top(a, b *Config) {
 	attr("state_cleanup_delay", a.StateCleanupDelay, b.StateCleanupDelay, "it is read at start")
 	attr("probing_rebalance_interval", a.ProbingRebalanceInterval, b.ProbingRebalanceInterval, "it is read at start")
 	attr("remove_dead_members", a.RemoveDeadMembers, b.RemoveDeadMembers, "the watches of the other instances start with the instance")
+	if f := otherField(*a, *b, "Path", "Files", "ApplicationID", "StateDir", "Guarantee", "CommitInterval", "SessionTimeout",
+		"SessionTimeoutRange", "StateMemory", "MemoryLimit", "StandbyReplicas", "AcceptableRecoveryLag", "StateCleanupDelay",
+		"ProbingRebalanceInterval", "RemoveDeadMembers", "Kafka", "EmbeddedBroker", "Admin", "Topics", "Repartitions", "Processors"); f != "" {
+		d.refuse(d.src.start(), "a setting", "The setting %s changed.", f)
+	}
 	if a.CommitInterval != b.CommitInterval {
 		d.change(Change{Kind: ChangeCommitInterval, Range: d.src.attr("commit_interval"),
 			From: FormatDuration(a.CommitInterval), To: FormatDuration(b.CommitInterval)})
@@ -249,6 +255,10 @@ func (d *differ) processor(a, b *Processor, owner map[string]string) {
 	if a.EmitBudget != b.EmitBudget {
 		d.refuse(nav.attr("emit_budget"), "a processor's emit_budget", "Processor %q: emit_budget changed from %d to %d bytes.", b.Name, a.EmitBudget, b.EmitBudget)
 	}
+	if f := otherField(*a, *b, "Name", "Module", "ModuleRange", "Inputs", "InputRanges", "InputsRange", "Outputs",
+		"OutputRanges", "Stores", "DeclRange", "OnError", "OnErrorRange", "EmitBudget"); f != "" {
+		d.refuse(nav.rng, "a processor's settings", "Processor %q: its %s changed.", b.Name, f)
+	}
 	if a.OnError != b.OnError {
 		d.change(Change{Kind: ChangeOnError, Processor: b.Name, Range: b.OnErrorRange, From: string(a.OnError), To: string(b.OnError)})
 	}
@@ -303,9 +313,28 @@ func (d *differ) store(proc string, a, b *Store, nav sourceBlock) {
 		d.refuse(logging.attr("enabled"), "a store's logging", "Store %q of %s: logging.enabled changed from %t to %t: its changelog (or its absence) is what restores it.", b.Name, what, a.Logging, b.Logging)
 		return
 	}
+	if f := otherField(*a, *b, "Name", "Type", "Backend", "Coalesce", "Logging", "TopicConfigs", "DeclRange",
+		"WindowSize", "Advance", "Grace", "Retention", "InactivityGap", "AdditionalRetention"); f != "" {
+		d.refuse(nav.rng, "a store's settings", "Store %q of %s: its %s changed: the store's data and its changelog are in the form its settings give.", b.Name, what, f)
+		return
+	}
 	if b.Logging && !maps.Equal(a.TopicConfigs, b.TopicConfigs) {
 		d.change(Change{Kind: ChangeTopicConfig, Processor: proc, Store: b.Name, Range: logging.attr("topic_config")})
 	}
+}
+
+// otherField returns the name of the first field of the structs a and b (of one type) that
+// differs and is none of known: a setting Diff does not know, which a running application
+// cannot take (""when none differs).
+func otherField(a, b any, known ...string) string {
+	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := range av.NumField() {
+		f := av.Type().Field(i)
+		if f.IsExported() && !slices.Contains(known, f.Name) && !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 // processor returns the processor block named name, or nil.

@@ -160,6 +160,7 @@ func TestDiffRefused(t *testing.T) {
     inactivity_gap = "1m"`), `    type           = "session"`, "a store's type"},
 		{"store backend", replace(`  store "counts" {`, "  store \"counts\" {\n    backend = \"memory\""), `    backend = "memory"`, "a store's backend"},
 		{"window size", replace(`window_size = "1m"`, `window_size = "2m"`), `    window_size = "2m"`, "a store's window_size"},
+		{"store ttl", replace(`  store "counts" {`, "  store \"counts\" {\n    ttl = \"1h\""), `  store "counts" {`, "a store's settings"},
 		{"logging", replace("logging { enabled = false }", "logging { enabled = true }"), "    logging { enabled = true }", "a store's logging"},
 		{"store without changelog removed", replace(`  store "scratch" {
     backend = "memory"
