@@ -13,10 +13,12 @@ import (
 const buildSynopsis = "DIR [-o FILE] [-I INCLUDE]..."
 
 const buildUsage = `Builds the plugin in DIR to a WebAssembly module: a Go plugin package with
-GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared, or, when DIR has no Go files but a
+GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; or, when DIR has no Go files but a
 <name>.c named after DIR, a C guest with clang for wasm32-wasi (clang, wasm-ld and
-wasi-libc must be installed). For C, the include path has DIR, the -I directories, and the
-abi/ directory holding statehost.h in DIR or a parent of it, if there is one. Prints
+wasi-libc must be installed); or, when DIR has a package.json and an asconfig.json, an
+AssemblyScript project with npm ci, then asc --target release (Node.js 20 or newer and npm
+must be installed). For C, the include path has DIR, the -I directories, and the abi/
+directory holding statehost.h in DIR or a parent of it, if there is one. Prints
 "built FILE".
 `
 
@@ -95,8 +97,15 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		if err := wasmbuild.C(ctx, src, absOut, includes...); err != nil {
 			return "", fmt.Errorf("building C plugin %s: %w", o.dir, err)
 		}
+	case wasmbuild.IsAssemblyScript(dir):
+		if why := wasmbuild.MissingNode(); why != "" {
+			return "", fmt.Errorf("building AssemblyScript plugin %s: %s", o.dir, why)
+		}
+		if err := wasmbuild.AssemblyScript(ctx, dir, absOut); err != nil {
+			return "", fmt.Errorf("building AssemblyScript plugin %s: %w", o.dir, err)
+		}
 	default:
-		return "", fmt.Errorf("building %s: no Go files and no %s.c in it", o.dir, name)
+		return "", fmt.Errorf("building %s: no Go files and no %s.c in it, nor a package.json and an asconfig.json (AssemblyScript)", o.dir, name)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/statehost/statehost/internal/astest"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
@@ -81,5 +82,43 @@ func TestBuildNothingToBuild(t *testing.T) {
 	r = runCLI(t.Context(), "", "build", filepath.Join(dir, "missing"))
 	if r.code != 1 || !strings.Contains(r.stderr, "missing") {
 		t.Errorf("build of a missing dir: %v", r)
+	}
+}
+
+func TestBuildAssemblyScript(t *testing.T) {
+	astest.Skip(t)
+	out := filepath.Join(t.TempDir(), "count_as.wasm")
+	r := runCLI(t.Context(), "", "build", "../../plugins/count_as", "-o", out)
+	if r.code != 0 || r.stdout != "built "+out+"\n" {
+		t.Fatalf("build: %v", r)
+	}
+	checkWasm(t, out)
+}
+
+// TestBuildAssemblyScriptWithoutNode checks that building an AssemblyScript project without
+// Node.js names the project and what to install.
+func TestBuildAssemblyScriptWithoutNode(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	r := runCLI(t.Context(), "", "build", "../../plugins/count_as")
+	for _, want := range []string{"building AssemblyScript plugin ../../plugins/count_as", "Node.js", "npm", "install"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("build without Node.js: %v\nwant exit 1 and %q", r, want)
+		}
+	}
+}
+
+// TestBuildAssemblyScriptNoLockfile checks that a project without package-lock.json, which npm
+// ci needs, is refused with a sentence that says how to make one.
+func TestBuildAssemblyScriptNoLockfile(t *testing.T) {
+	astest.Skip(t)
+	dir := t.TempDir()
+	for _, name := range []string{"package.json", "asconfig.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCLI(t.Context(), "", "build", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "has no package-lock.json: run npm install there once") {
+		t.Errorf("build without a lockfile: %v", r)
 	}
 }
