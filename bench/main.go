@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ var contenders = []contender{
 	// The same count processor built from C (plugins/count_c, its checked-in build): what the
 	// host costs without the Go guest's own cost on wasm.
 	{name: "statehost-alos-c", kind: "statehost", guarantee: "at_least_once", cGuest: true},
+	// And from AssemblyScript (plugins/count_as, built now with npm ci and asc; skipped
+	// without Node.js).
+	{name: "statehost-alos-as", kind: "statehost", guarantee: "at_least_once", asGuest: true},
 	{name: "native", kind: "native"},
 	{name: "goka", kind: "goka"},
 	// Kafka Streams 4.4 (bench/kstreams): its record cache off (every write logged, as
@@ -214,6 +218,11 @@ func runBench(ctx context.Context, o options) error {
 			wantQuix = wantQuix || c.kind == "quix"
 		}
 	}
+	if slices.ContainsFunc(selected, func(c contender) bool { return c.asGuest }) {
+		if err := b.buildASModule(ctx); err != nil {
+			return err
+		}
+	}
 	if o.kfake {
 		b.peers = peers{kstreamsWhy: "not with -kfake", quixWhy: "not with -kfake"}
 	} else {
@@ -271,6 +280,23 @@ func runBench(ctx context.Context, o options) error {
 		if r.err != nil {
 			return fmt.Errorf("%d of %d runs failed", countFailed(runs), len(runs))
 		}
+	}
+	return nil
+}
+
+// buildASModule builds plugins/count_as for the statehost-alos-as contender, or says why it
+// cannot run (no Node.js).
+func (b *bench) buildASModule(ctx context.Context) error {
+	if b.asWhy = wasmbuild.MissingNode(); b.asWhy != "" {
+		return nil
+	}
+	src, err := filepath.Abs(filepath.Join("..", "plugins", "count_as"))
+	if err != nil {
+		return err
+	}
+	b.asModule = filepath.Join(b.dir, "count_as.wasm")
+	if err := wasmbuild.AssemblyScript(ctx, src, b.asModule); err != nil {
+		return fmt.Errorf("build the count_as plugin: %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ type contender struct {
 	guarantee string // statehost only
 	coalesce  bool   // statehost: coalescing on; kstreams: its record cache on
 	cGuest    bool   // statehost only: the C build of the count processor
+	asGuest   bool   // statehost only: the AssemblyScript build of the count processor
 	fullOnly  bool   // runs in the --full profile only
 }
 
@@ -35,7 +36,7 @@ type contender struct {
 // restore in the full profile, and the default setting of each system in the quick one.
 func (c contender) restores(full bool) bool {
 	switch {
-	case c.kind != "statehost" && c.kind != "kstreams" && c.kind != "quix", c.cGuest:
+	case c.kind != "statehost" && c.kind != "kstreams" && c.kind != "quix", c.cGuest, c.asGuest:
 		return false
 	case full:
 		return true
@@ -98,6 +99,10 @@ type bench struct {
 	timeout                  time.Duration // a run's longest wait
 	brokerPID                int           // the broker's process: this one (kfake), or Apache Kafka's JVM
 	peers                    peers         // what runs the Kafka Streams and quix-streams contenders
+
+	// asModule is count_as.wasm, built when its contender runs; "" when it cannot run, for
+	// the reason asWhy.
+	asModule, asWhy string
 }
 
 // measure runs c on w in a child process and collects its figures.
@@ -109,6 +114,9 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 		CommitInterval: b.interval, StateMemory: b.stateMemory, MemoryLimit: b.memoryLimit}
 	if c.cGuest {
 		s.Module = b.cModule
+	}
+	if c.asGuest {
+		s.Module = b.asModule
 	}
 	if b.cpuProfile != "" && c.isGo() {
 		s.CPUProfile = filepath.Join(b.cpuProfile, app+".pprof")

@@ -110,6 +110,8 @@ func (b *bench) unavailable(c contender) string {
 		return b.peers.kstreamsWhy
 	case c.kind == "quix" && b.peers.quixPython == "":
 		return b.peers.quixWhy
+	case c.asGuest && b.asModule == "":
+		return b.asWhy
 	}
 	return ""
 }

@@ -142,7 +142,7 @@ func report(out io.Writer, runs []*run) {
 		return x
 	}
 	for _, c := range contenders {
-		if c.kind != "statehost" || c.cGuest {
+		if c.kind != "statehost" || c.cGuest || c.asGuest {
 			continue
 		}
 		s := strings.TrimPrefix(strings.ReplaceAll(c.name, "-", "_"), "statehost_")
@@ -165,6 +165,8 @@ func report(out io.Writer, runs []*run) {
 	fmt.Fprintf(out, "RESULT wordcount_vs_goka=%.3f\n", worst("statehost-alos", "goka"))
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_native=%.3f\n", worst("statehost-alos-c", "native"))
 	fmt.Fprintf(out, "RESULT wordcount_c_guest_vs_goka=%.3f\n", worst("statehost-alos-c", "goka"))
+	fmt.Fprintf(out, "RESULT wordcount_as_guest_vs_native=%.3f\n", worst("statehost-alos-as", "native"))
+	fmt.Fprintf(out, "RESULT wordcount_as_guest_vs_goka=%.3f\n", worst("statehost-alos-as", "goka"))
 	fmt.Fprintf(out, "RESULT restore_vs_consume=%.3f\n", restoreWorst)
 	// Against the peers, their caches off as statehost's coalescing is by default, the worst
 	// workload: rates and restores over theirs (higher is better), peak RSS over theirs
