@@ -3,9 +3,9 @@
 //
 // This comment, the constants of this package and the C header statehost.h beside it are the
 // complete specification: a guest can be written in any language that compiles to wasm32 from
-// them alone. The Go SDK (pluginsdk) is one such guest library; plugins/count_c is a C guest
-// written from this text. The package imports nothing but the standard library so that host,
-// SDK and tools can share it.
+// them alone. The Go SDK (pluginsdk) and the AssemblyScript SDK (pluginsdk/assemblyscript) are
+// such guest libraries; plugins/count_c is a C guest written from this text. The package
+// imports nothing but the standard library so that host, SDK and tools can share it.
 //
 // # Overview
 //

@@ -92,4 +92,11 @@
 // and replay records from its last commit into a new one. Globals suit what every task
 // shares (buffers, parsed configuration). A plugin that must keep per-task data in globals
 // imports package pertask for its side effect, and gets an instance per task.
+//
+// # Other languages
+//
+// pluginsdk/assemblyscript is the SDK for AssemblyScript, an npm package (not Go) with the
+// same parts: registration, stores of the three types, punctuations, emit, headers, log,
+// store versions (plugins/count_as, plugins/windowcount_as). C guests use abi/statehost.h
+// (plugins/count_c). statehost test runs a plugin of any language without Kafka.
 package pluginsdk
