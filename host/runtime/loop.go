@@ -270,7 +270,8 @@ func (d *dispatcher) forEachTask(tasks []*task, fn func(*task) error) error {
 
 // punctuateAll starts a job for the due punctuations of each running task that is not busy:
 // wall-clock ones, and stream-time ones due without a batch (a new instance whose stream time
-// was restored); and it reports the writes their window stores dropped.
+// was restored), or for a due step of its sweep of expired entries (ttl.go); and it reports
+// the writes their window stores dropped.
 func (d *dispatcher) punctuateAll() {
 	d.rt.tasks.mu.Lock()
 	defer d.rt.tasks.mu.Unlock()
@@ -283,7 +284,7 @@ func (d *dispatcher) punctuateAll() {
 			continue
 		}
 		t.reportDropped()
-		if t.engState.PunctuationDue() {
+		if t.engState.PunctuationDue() || t.sweepDue() {
 			d.startJob(t, nil)
 		}
 	}

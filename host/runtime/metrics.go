@@ -45,6 +45,7 @@ import (
 //	statehost_records_dead_lettered_total{processor}        counter    poison records sent to the dead-letter topic (on_error = "dead_letter")
 //	statehost_guest_log_lines_dropped_total{processor}      counter    guest log lines (log, stdout, stderr) over the per-task rate limit
 //	statehost_group_members_removed_total                   counter    dead instances this instance removed from the group (remove_dead_members)
+//	statehost_store_expired_total{processor,store}          counter    expired entries the sweep deleted from stores with a ttl (ttl.go)
 //
 // plus the Go runtime's (go_*) and the process's (process_*) collectors.
 //
@@ -79,6 +80,7 @@ type metrics struct {
 	restored       *prometheus.CounterVec
 	txnAborts      *prometheus.CounterVec
 	membersRemoved prometheus.Counter
+	expired        *prometheus.CounterVec
 
 	// Filled while New builds the runtime, read-only afterwards: read without a lock.
 	procs      map[string]*procMetrics      // by processor name
@@ -176,6 +178,10 @@ func newMetrics(board *statusBoard) *metrics {
 			Name: "statehost_group_members_removed_total",
 			Help: "Dead instances this instance removed from the group (remove_dead_members): their admin listener refused connections after their watch broke.",
 		}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statehost_store_expired_total",
+			Help: "Expired entries deleted from key-value stores with a ttl by their sweep (with tombstones in their changelogs).",
+		}, []string{"processor", "store"}),
 		procs:      make(map[string]*procMetrics),
 		stores:     make(map[string]*storeOps),
 		changelogs: make(map[string]*changelogMetrics),
@@ -186,7 +192,7 @@ func newMetrics(board *statusBoard) *metrics {
 	}
 	m.reg.MustRegister(m.processed, m.batch, m.punctuations, m.commit, m.reloads, m.dropped,
 		m.skips, m.deadLetters, m.logsDropped, m.stateOps, m.clRecords, m.clBytes, m.restored,
-		m.txnAborts, m.membersRemoved,
+		m.txnAborts, m.membersRemoved, m.expired,
 		&boardCollector{m: m, board: board},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -288,6 +294,11 @@ func (m *metrics) deployed(name string, res DeployResult, err error) {
 		result = reloadDeployed
 	}
 	m.reloads.WithLabelValues(name, result).Inc()
+}
+
+// storeExpired counts n expired entries that the sweep of a task of proc deleted from store.
+func (m *metrics) storeExpired(proc, store string, n int) {
+	m.expired.WithLabelValues(proc, store).Add(float64(n))
 }
 
 // droppedWrites counts window writes a task of proc dropped since its last report.

@@ -100,6 +100,12 @@ type Options struct {
 	// producerWaitLimit bounds a record's wait for room in the producer (default
 	// brokerRetryLimit; changelog.WithWaitLimit).
 	producerWaitLimit time.Duration
+	// wallClock is the clock of the stores whose TTL counts in wall-clock time
+	// (store.Settings.WallClock; default time.Now);
+	wallClock func() time.Time
+	// sweepEvery is the least time between two steps of a task's sweep of expired entries
+	// (default sweepInterval; negative: no sweep).
+	sweepEvery time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -272,7 +278,8 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		r.log.Debug("memory limit set", "memory_limit", cfg.MemoryLimit)
 	}
 	dir := StateDir(cfg)
-	r.stores, err = store.Open(store.Settings{Dir: dir, MemoryBytes: cfg.StateMemory, SyncCommits: !opts.NoSyncCommits, Logger: opts.Logger})
+	r.stores, err = store.Open(store.Settings{Dir: dir, MemoryBytes: cfg.StateMemory, SyncCommits: !opts.NoSyncCommits, Logger: opts.Logger,
+		WallClock: opts.wallClock})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return nil, fmt.Errorf("runtime: state directory %s is used by another statehost process: %w", dir, err)
@@ -369,6 +376,9 @@ func (r *Runtime) compile(ctx context.Context) error {
 			}
 			spec := storeSpec(sc, backend)
 			spec.Metrics = r.metrics.storeHook(sc.Name)
+			if spec.TTL.Enabled() {
+				r.metrics.storeExpired(pc.Name, sc.Name, 0) // at zero from the start
+			}
 			if !spec.LoggingDisabled {
 				r.metrics.addChangelog(changelog.TopicName(r.cfg.ApplicationID, sc.Name), sc.Name)
 			}
@@ -396,6 +406,7 @@ func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 		LoggingDisabled: !sc.Logging,
 		TopicConfigs:    sc.TopicConfigs,
 	}
+	spec.TTL = storeTTL(sc)
 	switch sc.Type {
 	case config.StoreWindow:
 		spec.Kind = store.Window

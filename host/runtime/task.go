@@ -81,6 +81,7 @@ type task struct {
 
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported
+	sweptAt   time.Time // when its sweep of expired entries last made a step (ttl.go)
 
 	// guard withdraws the effects of poison records; nil when the processor's on_error is
 	// "fail" (poison.go).
@@ -246,19 +247,31 @@ func (t *task) process(ctx context.Context, recs []*kgo.Record) error {
 	}
 	t.rt.metrics.processedBatch(t.id.Processor, processed, time.Since(began))
 	n, err := t.inst.Punctuate(ctx)
-	t.flush() // what the batch and the punctuations wrote and emitted
+	if err == nil {
+		err = t.sweepExpired()
+	}
+	t.flush() // what the batch, the punctuations and the sweep wrote and emitted
 	t.rt.metrics.punctuated(t.id.Processor, n)
 	return err // nil, or an *engine.GuestError naming the punctuation
 }
 
 // punctuate runs the task's due punctuations outside a batch (wall-clock schedules while no
-// records arrive), as the task's job.
+// records arrive), and a step of its sweep of expired entries when one is due, as the task's
+// job. A job for the sweep alone borrows no plugin instance.
 func (t *task) punctuate(ctx context.Context) error {
+	if !t.engState.PunctuationDue() {
+		err := t.sweepExpired()
+		t.flush()
+		return err
+	}
 	if err := t.borrow(ctx); err != nil {
 		return err
 	}
 	defer t.giveBack(ctx)
 	n, err := t.inst.Punctuate(ctx)
+	if err == nil {
+		err = t.sweepExpired()
+	}
 	t.flush()
 	t.rt.metrics.punctuated(t.id.Processor, n)
 	return err
