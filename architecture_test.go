@@ -91,13 +91,15 @@ func TestImportDirections(t *testing.T) {
 }
 
 // TestThirdPartyContainment keeps each engine's types inside the packages that own them: wazero
-// in host, Pebble in store, the Kafka client in changelog, restore, host and cmd.
+// in host, Pebble in store, the Kafka client in changelog, restore, host and cmd; and chromedp,
+// which drives the console's browser tests, out of every non-test file (out of the binary).
 func TestThirdPartyContainment(t *testing.T) {
 	owners := map[string][]string{
 		"github.com/tetratelabs/wazero":     {"host"},
 		"github.com/cockroachdb/pebble":     {"store"},
 		"github.com/twmb/franz-go/pkg/kgo":  {"changelog", "restore", "host", "cmd", "internal"},
 		"github.com/twmb/franz-go/pkg/kadm": {"changelog", "restore", "host", "cmd", "internal"},
+		"github.com/chromedp/":              {}, // tests only
 	}
 	eachImport(t, ".", []string{"bench"}, func(path, p string) {
 		top := strings.SplitN(filepath.ToSlash(path), "/", 2)[0]

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/statehost/statehost/config"
+	"github.com/statehost/statehost/host/console"
 	"github.com/statehost/statehost/restore"
 )
 
@@ -205,6 +206,7 @@ const maxModuleBytes = 256 << 20
 //	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
 //	GET  /v1/peers/watch               a watch of this instance by another (peers.go): JSON lines
 //	GET  /metrics                      Prometheus metrics, text format, not JSON (metrics.go)
+//	GET  /                             the web console, and its assets under /console/ (host/console)
 //
 // A deploy answers 200 with the DeployResult (unchanged when the processor already runs the
 // module), 400 for an empty body, 404 for an unknown processor, 409 when a task could not
@@ -214,7 +216,8 @@ const maxModuleBytes = 256 << 20
 // next commit). Errors are {"error": "..."}; every response is JSON.
 //
 // With admin.token set, every request needs "Authorization: Bearer <token>" (GET /metrics
-// too, unless admin.metrics_public), or it is answered 401 (auth.go).
+// too, unless admin.metrics_public), or it is answered 401 (auth.go); the console's page and
+// assets excepted, which hold no data: the page asks for the token.
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, req *http.Request) {
@@ -239,10 +242,11 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/stores/{store}/range", r.iq.getRange)
 	mux.HandleFunc("GET "+peerWatchPath, r.peers.serve)
 	mux.Handle("GET /metrics", r.metrics.handler())
-	if r.cfg.Admin.Token == "" {
-		return mux
+	api := http.Handler(mux)
+	if r.cfg.Admin.Token != "" {
+		api = requireToken(mux, r.cfg.Admin.Token, r.cfg.Admin.MetricsPublic)
 	}
-	return requireToken(mux, r.cfg.Admin.Token, r.cfg.Admin.MetricsPublic)
+	return console.Wrap(api)
 }
 
 // postModule is POST /v1/processors/{name}/module: it deploys the body as the module of the

@@ -86,6 +86,8 @@ func TestAdminToken(t *testing.T) {
 	}{
 		{http.MethodGet, "/v1/status", nil, http.StatusOK},
 		{http.MethodGet, "/v1/processors", nil, http.StatusOK},
+		{http.MethodGet, "/v1/deploys", nil, http.StatusOK},
+		{http.MethodGet, "/v1/stores", nil, http.StatusOK},
 		{http.MethodPost, "/v1/processors/count/module", module, http.StatusOK}, // the running module: unchanged
 		{http.MethodGet, "/v1/stores/counts/keys/a", nil, http.StatusOK},
 		{http.MethodGet, "/v1/stores/counts/range", nil, http.StatusOK},
@@ -122,6 +124,16 @@ func TestAdminToken(t *testing.T) {
 				t.Errorf("%s %s with Authorization %q: %s %.200s; want %d", ep.method, ep.path, auth, resp.Status, body, ep.code)
 			}
 		}
+	}
+	// The console's page and assets hold no data: they load without the token (the page asks
+	// for it); anything else at their paths is the API's.
+	for _, path := range []string{"/", "/console/console.js", "/console/console.css"} {
+		if resp, body := adminCall(t, in, http.MethodGet, path, nil, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without a token: %s %.200s; want 200", path, resp.Status, body)
+		}
+	}
+	if resp, _ := adminCall(t, in, http.MethodPost, "/", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST / without a token: %s; want 401", resp.Status)
 	}
 	if _, body := adminCall(t, in, http.MethodGet, "/metrics", nil, good); !strings.Contains(body, "statehost_records_processed_total") {
 		t.Errorf("GET /metrics with the token:\n%.500s", body)

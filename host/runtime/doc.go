@@ -32,8 +32,9 @@
 //     open stores to their task when it becomes active here.
 //   - The deploys (deploy.go, watch.go) switch a processor's tasks to a new module at commit
 //     boundaries.
-//   - The queries (iq.go), the admin endpoint (admin.go) and the metrics (metrics.go) read
-//     the application while it runs.
+//   - The queries (iq.go; pages and window stores: iq_page.go), the admin endpoint
+//     (admin.go; the deploy history: deploys_history.go; the web console of host/console)
+//     and the metrics (metrics.go) read the application while it runs.
 //   - The topic setup (topics.go, limits.go) checks and creates topics in New and learns the
 //     size limits of what the tasks produce; the clients (runtime.go) are the Kafka clients.
 //   - The poison guards (poison.go) undo a poison record's effects for on_error = "skip" and
