@@ -71,9 +71,9 @@ type loadRun struct {
 	done  chan struct{}
 	err   error
 	cp    Checkpoint
-	time  int64 // the stream time to record with the checkpoint, NoTime for none
+	time  int64  // the stream time to record with the checkpoint, NoTime for none
 	ver   uint32 // the version to record with the checkpoint, 0 for none
-	bytes int64 // the buffer's share of the load budget, given back when the run ends
+	bytes int64  // the buffer's share of the load budget, given back when the run ends
 	buf   *loadBuffer
 	files []string
 }

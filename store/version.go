@@ -149,4 +149,3 @@ func takeVersionRecords(ws []Write) (out []Write, version uint32, err error) {
 	}
 	return out, version, nil
 }
-
