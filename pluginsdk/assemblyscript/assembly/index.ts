@@ -8,5 +8,5 @@ export {
 export { bytes, str } from "./bytes";
 export { Context, Header, PunctuationContext, Record, RecordContext, log } from "./context";
 export { MigrateFn, Migration, ProcessFn, PunctuateFn, Registration, register, setError } from "./guest";
-export { KeyValueIterator, KeyValueStore } from "./store";
+export { EntryIterator, KeyValueIterator, KeyValueStore } from "./store";
 export { SessionStore, StoreInfo, WindowIterator, WindowStore, windowStarts } from "./window";

@@ -141,16 +141,12 @@ export class Entries {
 }
 
 /**
- * KeyValueIterator walks the entries of a range or prefix scan:
- *
- *     const it = store.prefix("user:");
- *     while (it.next()) { use(it.key, it.value); }
- *
- * key and value are copies, yours to keep. It closes itself when exhausted; call close()
- * when you stop early.
+ * EntryIterator is what the SDK's iterators share: the current entry's key and value, and
+ * closing. key and value are copies, yours to keep. An iterator closes itself when
+ * exhausted; call close() when you stop early (at most 16 may be open at once).
  */
-export class KeyValueIterator {
-  private entries: Entries;
+export class EntryIterator {
+  protected entries: Entries;
   /** The current entry's key. */
   key: Uint8Array = new Uint8Array(0);
   /** The current entry's value. */
@@ -158,22 +154,6 @@ export class KeyValueIterator {
 
   constructor(store: string, handle: i32) {
     this.entries = new Entries("store \"" + store + "\": iterator", handle);
-  }
-
-  /** next moves to the next entry; false when there is none. */
-  next(): bool {
-    const e = this.entries;
-    if (!e.more()) return false;
-    const kl = e.buf.i32At(e.pos + ENTRY_KEY_LEN_AT);
-    let vl = e.buf.i32At(e.pos + ENTRY_VALUE_LEN_AT);
-    if (vl == NULL_LEN) vl = 0;
-    if (kl < 0 || vl < 0 || e.pos + ENTRY_HEADER_SIZE + kl + vl > e.end) {
-      fail(e.what + ": next: malformed entry", Code.ProcessorFailed);
-    }
-    this.key = e.buf.copy(e.pos + ENTRY_HEADER_SIZE, kl);
-    this.value = e.buf.copy(e.pos + ENTRY_HEADER_SIZE + kl, vl);
-    e.pos += ENTRY_HEADER_SIZE + kl + vl;
-    return true;
   }
 
   /** The current entry's key, decoded from UTF-8. */
@@ -189,5 +169,29 @@ export class KeyValueIterator {
   /** close releases the host's iterator; closing twice is harmless. */
   close(): void {
     this.entries.close();
+  }
+}
+
+/**
+ * KeyValueIterator walks the entries of a range or prefix scan:
+ *
+ *     const it = store.prefix("user:");
+ *     while (it.next()) { use(it.key, it.value); }
+ */
+export class KeyValueIterator extends EntryIterator {
+  /** next moves to the next entry; false when there is none. */
+  next(): bool {
+    const e = this.entries;
+    if (!e.more()) return false;
+    const kl = e.buf.i32At(e.pos + ENTRY_KEY_LEN_AT);
+    let vl = e.buf.i32At(e.pos + ENTRY_VALUE_LEN_AT);
+    if (vl == NULL_LEN) vl = 0;
+    if (kl < 0 || vl < 0 || e.pos + ENTRY_HEADER_SIZE + kl + vl > e.end) {
+      fail(e.what + ": next: malformed entry", Code.ProcessorFailed);
+    }
+    this.key = e.buf.copy(e.pos + ENTRY_HEADER_SIZE, kl);
+    this.value = e.buf.copy(e.pos + ENTRY_HEADER_SIZE + kl, vl);
+    e.pos += ENTRY_HEADER_SIZE + kl + vl;
+    return true;
   }
 }

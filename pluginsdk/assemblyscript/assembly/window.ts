@@ -9,7 +9,7 @@ import {
   window_fetch, window_fetch_all, window_get, window_put,
 } from "./abi";
 import { Buf, fail, keyBytes, lenOf, ptrOf, str, toBytes } from "./bytes";
-import { Entries } from "./store";
+import { EntryIterator } from "./store";
 
 const VALUE_BUF_SIZE = 256;
 
@@ -260,19 +260,12 @@ export class SessionStore {
  *
  *     const it = windows.fetchAll(from, to);
  *     while (it.next()) { use(it.key, it.start, it.end, it.value); }
- *
- * key and value are copies. It closes itself when exhausted; call close() to stop early.
  */
-export class WindowIterator {
-  private entries: Entries;
-  key: Uint8Array = new Uint8Array(0);
-  value: Uint8Array = new Uint8Array(0);
+export class WindowIterator extends EntryIterator {
+  /** The current window's or session's start, ms. */
   start: i64 = 0;
+  /** The current window's end (exclusive) or session's end (inclusive), ms. */
   end: i64 = 0;
-
-  constructor(store: string, handle: i32) {
-    this.entries = new Entries("store \"" + store + "\": iterator", handle);
-  }
 
   /** next moves to the next window or session; false when there is none. */
   next(): bool {
@@ -289,17 +282,5 @@ export class WindowIterator {
     this.value = e.buf.copy(e.pos + WINDOW_ENTRY_HEADER_SIZE + kl, vl);
     e.pos += WINDOW_ENTRY_HEADER_SIZE + kl + vl;
     return true;
-  }
-
-  keyString(): string {
-    return str(this.key);
-  }
-
-  valueString(): string {
-    return str(this.value);
-  }
-
-  close(): void {
-    this.entries.close();
   }
 }
