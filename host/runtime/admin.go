@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -22,11 +23,17 @@ import (
 type TaskStatus struct {
 	Processor string `json:"processor"`
 	Partition int32  `json:"partition"`
-	State     string `json:"state"` // "restoring", "running" or "standby"
+	State     string `json:"state"` // "restoring", "migrating", "running" or "standby"
 	// Lag is the changelog lag (restore.Lag) of this copy of the task's stores, summed, against
 	// the ends last seen (0 for a running task, which writes them; -1 when not known yet).
 	Lag      int64         `json:"lag"`
 	Restores []StoreStatus `json:"restores,omitempty"`
+	// StoreVersions are the versions of its key-value stores' entries, as of its start or its
+	// last migration (migrate.go).
+	StoreVersions map[string]uint32 `json:"store_versions,omitempty"`
+	// Migration is the migration of one of its stores to a new module's version, while the
+	// task migrates (migrate.go).
+	Migration *MigrationStatus `json:"migration,omitempty"`
 }
 
 // StoreStatus is the last restore of a store partition of a task (for a standby: the
@@ -147,6 +154,8 @@ func (b *statusBoard) snapshot() []TaskStatus {
 	for _, ts := range b.tasks {
 		c := *ts
 		c.Restores = slices.Clone(ts.Restores)
+		c.Migration = migrationSnapshot(ts.Migration)
+		c.StoreVersions = maps.Clone(ts.StoreVersions)
 		for i := range c.Restores {
 			s := &c.Restores[i]
 			s.Total = max(s.EndOffset-s.StartOffset, 0)

@@ -6,14 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/statehost/statehost/host/engine"
-	"github.com/statehost/statehost/store"
 )
 
 // ModuleVersion describes a module a processor runs.
@@ -62,6 +60,7 @@ type deploys struct {
 
 	mu      sync.Mutex       // one Deploy at a time
 	pauses  pauses           // the pauses of task switches
+	mig     migrations       // the modules' store versions, and the scratch state of trials and migrations (migrate.go)
 	retired []*engine.Module // modules replaced by deploys, closed once unused (guarded by the table's lock)
 	running bool             // Run is processing: deploys are taken (guarded by the table's lock)
 
@@ -76,13 +75,17 @@ const switchWait = 2 * time.Minute
 //
 // The module is compiled and validated off the processing path: the ABI checks of
 // engine.Compile, then a trial instantiation with its init over empty in-memory stores of the
-// processor's stores. If anything fails the processor runs on as it was, and Deploy returns an
-// error matching ErrInvalidModule.
+// processor's stores, which also asks it the version of each store; when it declares a higher
+// version than a running task's store holds, the migration of that store is tried over the
+// task's committed entries (migrate.go). If anything fails the processor runs on as it was, no
+// store changes, and Deploy returns an error matching ErrInvalidModule.
 //
 // Then each running task switches at its next commit boundary: the batch in flight finishes on
 // the old instance, the task commits, and an instance of the new module takes over the same
-// open stores: no store is reopened or restored, and no rebalance happens. Tasks that start
-// later start the new module. Deploy returns once every running task switched (or ctx ends).
+// open stores: no store is reopened or restored, and no rebalance happens. A task whose stores
+// need a migration migrates first, one task at a time, and switches at the commit boundary
+// after its migration. Tasks that start later start the new module. Deploy returns once every
+// running task switched (or ctx ends).
 // If a task cannot start the new module, every task goes back to the previous one and Deploy
 // returns an error matching ErrSwitchFailed.
 func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) (res DeployResult, err error) {
@@ -119,7 +122,13 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	if err != nil {
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
 	}
-	if err := r.deploy.trial(ctx, p, mod); err != nil {
+	versions, err := r.deploy.probe(ctx, p, mod)
+	if err == nil {
+		// Its migrations, tried over every task here first: a store it fails on refuses it.
+		err = r.deploy.tryMigrations(ctx, p, mod, versions)
+	}
+	if err != nil {
+		r.deploy.forget(mod)
 		_ = mod.Close(ctx)
 		return res, fmt.Errorf("%w: processor %s: %w", ErrInvalidModule, name, err)
 	}
@@ -192,53 +201,11 @@ func (dp *deploys) switchProgress(p *processor, mod *engine.Module) (done, left 
 	return done, left, nil
 }
 
-// trial instantiates mod for p over empty in-memory stores of p's stores, in a scratch
-// state directory, running its init, and closes it again.
+// trial instantiates mod for p over empty in-memory stores of p's stores, in scratch state,
+// running its init, and closes it again (probe, which also asks it its store versions).
 func (dp *deploys) trial(ctx context.Context, p *processor, mod *engine.Module) error {
-	dir, err := os.MkdirTemp("", "statehost-trial-")
-	if err != nil {
-		return fmt.Errorf("trial: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	m, err := store.Open(store.Settings{Dir: dir, MemoryBytes: store.MinMemoryBytes})
-	if err != nil {
-		return fmt.Errorf("trial: %w", err)
-	}
-	defer m.Close()
-	st, err := m.OpenTask(p.cfg.Name, 0)
-	if err != nil {
-		return fmt.Errorf("trial: %w", err)
-	}
-	defer st.Close()
-	et := engine.Task{
-		Processor: p.cfg.Name,
-		Stores:    map[string]store.Store{},
-		Windows:   map[string]store.WindowStore{},
-		Sessions:  map[string]store.SessionStore{},
-		Clock:     st,
-		Outputs:   p.cfg.Outputs,
-		Emitter:   discardEmitter{},
-		Logger:    dp.rt.opts.Logger,
-	}
-	for _, s := range p.stores {
-		o := store.Options{Backend: store.Memory, Kind: s.Kind, Window: s.Window}
-		switch s.Kind {
-		case store.Window:
-			et.Windows[s.Name], err = st.OpenWindow(s.Name, o)
-		case store.Session:
-			et.Sessions[s.Name], err = st.OpenSession(s.Name, o)
-		default:
-			et.Stores[s.Name], err = st.Open(s.Name, o)
-		}
-		if err != nil {
-			return fmt.Errorf("trial: %w", err)
-		}
-	}
-	in, err := mod.Instantiate(ctx, et)
-	if err != nil {
-		return fmt.Errorf("trial instantiation: %w", err)
-	}
-	return in.Close(ctx)
+	_, err := dp.probe(ctx, p, mod)
+	return err
 }
 
 // discardEmitter drops what a trial instance emits.
@@ -253,13 +220,17 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // the others bind the instances that are idle by then. A task that cannot start its
 // processor's module keeps its pool; its processor goes back to the module it replaced
 // (the tasks already switched follow at the next boundary), and the deploy reports the
-// error. A busy task switches at a later boundary. The caller holds the table's lock.
+// error. A busy task switches at a later boundary. A task whose stores the new module
+// declares a higher version of migrates first (migrateFirst), and a task that migrated
+// switches once its migration is committed (advanceMigrations). The caller holds the
+// table's lock.
 func (dp *deploys) switchModules(ctx context.Context) {
 	defer dp.closeRetired()
+	dp.advanceMigrations(ctx)
 	var due []*task
 	for _, t := range dp.rt.tasks.active {
 		switch {
-		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.pool == nil || t.failed || t.mod == t.proc.mod:
+		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.pool == nil || t.failed || t.mod == t.proc.mod || t.mig != nil:
 		case t.uncommitted(): // its work is not committed yet
 		default:
 			due = append(due, t)
@@ -275,14 +246,20 @@ func (dp *deploys) switchModules(ctx context.Context) {
 		err  error
 	}
 	starts := make(map[*task]*started, len(due))
+	var switching []*task
 	for _, t := range due {
 		s := &started{mod: t.proc.mod}
-		s.pool, s.own = t.proc.poolFor(s.mod, dp.rt.opts.Workers)
 		starts[t] = s
+		var migrates bool
+		if migrates, s.err = dp.migrateFirst(ctx, t, s.mod); migrates || s.err != nil {
+			continue
+		}
+		s.pool, s.own = t.proc.poolFor(s.mod, dp.rt.opts.Workers)
+		switching = append(switching, t)
 	}
 	begin := time.Now()
 	ctx = context.WithoutCancel(ctx)
-	_ = dp.rt.jobs.forEachTask(due, func(t *task) error {
+	_ = dp.rt.jobs.forEachTask(switching, func(t *task) error {
 		s := starts[t] // each goroutine writes only its own entry, and only its own task
 		t.et = t.engineTask()
 		s.err = t.start(ctx, s.pool, s.own)
@@ -291,6 +268,15 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	})
 	for _, t := range due {
 		s, p := starts[t], t.proc
+		if s.pool == nil && s.err == nil {
+			continue // it migrates first
+		}
+		if s.err != nil && dp.oneWay(p, s.mod) {
+			// Tasks may have migrated their stores to it: there is no going back.
+			t.failed = true
+			dp.rt.signals.setFatal(fmt.Errorf("runtime: task %s cannot start module %s, to which the processor's stores migrate: %w", t.id, short(s.mod.Hash()), s.err))
+			continue
+		}
 		if s.err != nil {
 			dp.rt.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.Partition, "error", s.err)
 			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {
@@ -325,6 +311,7 @@ func (dp *deploys) closeRetired() {
 				dp.rt.log.Warn("closing the instances of a replaced module", "processor", p.cfg.Name, "hash", short(mod.Hash()), "error", err)
 			}
 		}
+		dp.forget(mod)
 		_ = mod.Close(context.Background())
 		return true
 	})

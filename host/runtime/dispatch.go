@@ -53,9 +53,11 @@ type dispatcher struct {
 }
 
 // job is a plugin call that a worker runs for a task: a batch with the punctuations it makes
-// due, or the task's due punctuations alone (recs nil).
+// due, or the task's due punctuations alone (recs nil), or the migration of its stores
+// (migrate, migrate.go).
 type job struct {
 	recs    []*kgo.Record
+	migrate bool
 	err     error // the call's failure; written by the job's goroutine before done closes
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -92,6 +94,16 @@ func (d *dispatcher) startJob(t *task, recs []*kgo.Record) {
 	d.launch(&queuedJob{ctx: ctx, t: t, j: j})
 }
 
+// startMigration starts the job that migrates t's stores (t.mig). The caller holds the
+// table's lock; t is not busy.
+func (d *dispatcher) startMigration(t *task) {
+	ctx, cancel := context.WithCancel(d.work)
+	j := &job{migrate: true, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+		cl: t.cl, handOvers: t.cl.HandOvers()}
+	t.job = j
+	d.launch(&queuedJob{ctx: ctx, t: t, j: j})
+}
+
 // endJob hands t, whose job j ended (or never ran: err), to the loop (jobEnded).
 func (d *dispatcher) endJob(t *task, j *job) {
 	j.cancel()
@@ -110,9 +122,12 @@ func (d *dispatcher) runJob(ctx context.Context, t *task, j *job) {
 		slow.Stop()
 		free()
 	}()
-	if j.recs != nil {
+	switch {
+	case j.migrate:
+		j.err = t.migrate(ctx)
+	case j.recs != nil:
 		j.err = t.process(ctx, j.recs)
-	} else {
+	default:
 		j.err = t.punctuate(ctx)
 	}
 }
@@ -143,14 +158,14 @@ func (d *dispatcher) dispatchHeld() {
 }
 
 // dispatchable reports whether t may start a job (with the records it holds, or its due
-// punctuations): it runs, is not busy, failed or owed a commit; and under exactly-once, the
-// other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
+// punctuations): it runs, is not busy, failed, owed a commit or migrating; and under
+// exactly-once, the other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
 // take its records together, so that they are at the same record whenever none is busy, which
 // a commit of theirs needs (settled): the partition has one committed offset for them all. The
 // caller holds the table's lock.
 func (d *dispatcher) dispatchable(t *task) bool {
-	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.pool == nil {
-		return false
+	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.pool == nil || t.mig != nil {
+		return false // a migrating task runs the new module once its migration commits (migrate.go)
 	}
 	if d.rt.eos == nil {
 		return true

@@ -35,6 +35,10 @@ type Event struct {
 	// Standby is set on a restore of a standby task, which follows its changelog and has
 	// no end (no restore_done).
 	Standby bool `json:"standby,omitempty"`
+	// FromVersion and ToVersion are the versions of the entries of the Store a migration
+	// migrates, and of those it writes (migrate.go); Records is then the number of entries.
+	FromVersion uint32 `json:"from_version,omitempty"`
+	ToVersion   uint32 `json:"to_version,omitempty"`
 	// Offset is the first changelog offset that a restore reads, EndOffset the changelog's
 	// end when it began: it is done there.
 	Offset    int64 `json:"-"`
@@ -109,6 +113,14 @@ const (
 	// EventModuleRefused: a module for Processor was refused with Error; the processor
 	// runs on as it was.
 	EventModuleRefused EventKind = "module_refused"
+	// EventMigrationStarted: the task Processor/Partition migrates the Records entries of its
+	// Store from FromVersion to ToVersion, the version of the module it is to run; it
+	// processes nothing meanwhile.
+	EventMigrationStarted EventKind = "migration_started"
+	// EventMigrationDone: the task Processor/Partition migrated the Records entries of its
+	// Store to ToVersion; the new entries and the version commit with its next commit, after
+	// which it runs the module (task_running follows for a task that was starting).
+	EventMigrationDone EventKind = "migration_done"
 	// EventStopped: Run has closed every task and the group consumer (a static member:
 	// its tasks wait for it for the session timeout, see Run); Error is the failure
 	// that stopped it, empty for a requested stop.
@@ -201,7 +213,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		j.Partition = &e.Partition
 	case EventRestoreStarted:
 		j.Partition, j.Offset, j.EndOffset = &e.Partition, &e.Offset, &e.EndOffset
-	case EventRestoreDone:
+	case EventRestoreDone, EventMigrationStarted, EventMigrationDone:
 		j.Partition, j.Records = &e.Partition, &e.Records
 	}
 	return json.Marshal(j)

@@ -45,6 +45,8 @@ func TestMain(m *testing.M) {
 		"sessionize":  "../../plugins/sessionize",
 		"countv2":     "testdata/countv2",             // count that also keeps "seen:<word>" and marks its output version=2
 		"pertask":     "../engine/testdata/gopertask", // asks for an instance per task; emits the records its instance saw
+		"countjson":   "../../plugins/countjson",      // count over a store of version 2 (JSON), migrated from count's
+		"migratefail": "testdata/migratefail",         // declares version 2 of counts; its migration fails on "poison"
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

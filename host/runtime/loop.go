@@ -446,6 +446,18 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	}
 	r.restoreRetry = brokerRetry{}
 	for _, t := range opened {
+		// A task whose stores hold an older version than its module declares migrates first,
+		// and starts its plugin after (migrate.go).
+		migrates, err := r.deploy.planStart(ctx, t)
+		if err != nil {
+			return err
+		}
+		if migrates {
+			r.tasks.started(t)
+			r.tasks.status.setState(t.id, "migrating")
+			r.log.Info("task waits to migrate its stores", "processor", t.id.Processor, "partition", t.id.Partition)
+			continue
+		}
 		if err := t.startPlugin(context.WithoutCancel(ctx)); err != nil { // a stop request waits for the init
 			return err
 		}

@@ -644,6 +644,7 @@ func (r *Runtime) Close() {
 			r.log.Warn("closing the state directory", "error", err)
 		}
 	}
+	r.deploy.closeScratch()
 }
 
 // multiListener sends restore events to several listeners.

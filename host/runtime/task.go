@@ -78,6 +78,10 @@ type task struct {
 	// owed: the task was busy at the last commit; it commits as soon as its job ends, before
 	// its next job starts.
 	owed bool
+	// mig is the migration of its stores to the versions of a module that it must make before
+	// it runs that module, from when it is planned until that module runs; nil when none
+	// (migrate.go). A task with one starts no batch or punctuation.
+	mig *taskMigration
 
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported

@@ -286,7 +286,8 @@ func (e *exactlyOnce) txnWork(why commitReason) ([]*task, bool) {
 		return nil, false
 	}
 	if why.deferrable() {
-		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 })
+		// A task's migration waits for its commit to run the new module: it commits now.
+		consumed := slices.ContainsFunc(touched, func(t *task) bool { return len(t.last) > 0 || t.mig != nil && t.mig.ran })
 		if !consumed && time.Since(e.txn.begun) < transactionTimeout(e.rt.cfg.CommitInterval)/2 {
 			return nil, false
 		}
