@@ -142,12 +142,15 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 }
 
 // buildPoison builds testdata/poison into dir and returns the module's path.
-func buildPoison(t *testing.T, dir string) string {
+func buildPoison(t *testing.T, dir string) string { return buildTestdata(t, dir, "poison") }
+
+// buildTestdata builds the Go guest testdata/<name> into dir/<name>.wasm and returns its path.
+func buildTestdata(t *testing.T, dir, name string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out := filepath.Join(dir, "poison.wasm")
-	if err := wasmbuild.Go(ctx, "testdata/poison", out); err != nil {
+	out := filepath.Join(dir, name+".wasm")
+	if err := wasmbuild.Go(ctx, "testdata/"+name, out); err != nil {
 		t.Fatal(err)
 	}
 	return out

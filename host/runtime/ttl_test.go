@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/topictest"
-	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
 // ttlHCL runs testdata/ttl over a key-value store with a ttl of one minute (clock %[3]s), on
@@ -40,18 +39,6 @@ processor "p" {
 }
 `
 
-// buildTTLGuest builds testdata/ttl into dir and returns the module's path.
-func buildTTLGuest(t *testing.T, dir string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := filepath.Join(dir, "ttl.wasm")
-	if err := wasmbuild.Go(ctx, "testdata/ttl", out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // ttlRun is a TTL test's application: its configuration, broker and client, the answers it
 // expects of the plugin so far, and its running instance.
 type ttlRun struct {
@@ -67,7 +54,7 @@ type ttlRun struct {
 func newTTLRun(t *testing.T, guarantee, clock string) *ttlRun {
 	dir := t.TempDir()
 	r := &ttlRun{t: t, dir: dir, brokers: cluster(t), answers: map[string]string{},
-		src: fmt.Sprintf(ttlHCL, guarantee, buildTTLGuest(t, dir), clock)}
+		src: fmt.Sprintf(ttlHCL, guarantee, buildTestdata(t, dir, "ttl"), clock)}
 	r.cl, _ = client(t, r.brokers)
 	return r
 }
