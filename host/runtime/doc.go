@@ -39,6 +39,8 @@
 //     size limits of what the tasks produce; the clients (runtime.go) are the Kafka clients.
 //   - The poison guards (poison.go) undo a poison record's effects for on_error = "skip" and
 //     "dead_letter".
+//   - The sweep of key-value stores with a ttl (ttl.go) deletes their expired entries, a
+//     bounded step at a time in the tasks' own jobs.
 //
 // Locks are taken in this order: deploys.mu (one Deploy at a time), then taskTable.mu, then
 // the leaf locks (signals.mu, statusBoard.mu, localState.mu), which are never held while
