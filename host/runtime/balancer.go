@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -28,6 +29,7 @@ import (
 // warmups (assign.go): each member reports the state it holds in its join metadata
 // (memberState), and the leader compares it with the changelogs' end offsets.
 type taskBalancer struct {
+	mu     sync.Mutex        // guards group and procs, which a reload replaces (setProcs)
 	group  map[string]string // topic -> the name of its co-partition group
 	procs  []*processor
 	appID  string
@@ -42,11 +44,35 @@ type taskBalancer struct {
 	// onSync receives this member's standby assignment of each rebalance, with its assigned
 	// partitions; nil ignores it.
 	onSync func(standbyAssignment, map[string][]int32)
+	// onEnabled receives the processors the group runs (standbyAssignment.gated, enabled),
+	// before onSync; nil ignores them (reload.go).
+	onEnabled func(standbyAssignment)
 }
 
 // newTaskBalancer groups the input topics of procs: topics read by one processor share a
 // group, transitively.
 func newTaskBalancer(procs []*processor) *taskBalancer {
+	return &taskBalancer{group: coPartitionGroups(procs), procs: procs, log: hclog.NewNullLogger()}
+}
+
+// setProcs makes procs the balancer's processors: a reload added some (reload.go).
+func (b *taskBalancer) setProcs(procs []*processor) {
+	group := coPartitionGroups(procs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.procs, b.group = procs, group
+}
+
+// ownProcs returns the processors of this member's configuration.
+func (b *taskBalancer) ownProcs() []*processor {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.procs
+}
+
+// coPartitionGroups returns the co-partition group of each input topic of procs: topics read
+// by one processor share a group, transitively; a group is named by its least topic.
+func coPartitionGroups(procs []*processor) map[string]string {
 	parent := make(map[string]string)
 	var find func(string) string
 	find = func(t string) string {
@@ -75,7 +101,7 @@ func newTaskBalancer(procs []*processor) *taskBalancer {
 	for t := range parent {
 		group[t] = find(t)
 	}
-	return &taskBalancer{group: group, procs: procs, log: hclog.NewNullLogger()}
+	return group
 }
 
 // ProtocolName names the protocol; every member of the group must speak it.
@@ -119,6 +145,9 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 	if err != nil {
 		b.log.Warn("cannot read the standby assignment; this member keeps no standbys until the next rebalance", "error", err)
 	}
+	if b.onEnabled != nil {
+		b.onEnabled(sa)
+	}
 	if b.onSync != nil {
 		b.onSync(sa, out)
 	}
@@ -142,17 +171,22 @@ type unit struct {
 
 // Balance assigns the units of topics to the members: active units as partitions, standbys
 // and warmups in each member's assignment user data.
+//
+// The members' configurations may differ (a reload on some of them, a rollout): the topics are
+// grouped by the processors of all of them, and a member runs a unit only when it has every
+// processor the group runs that reads one of the unit's topics (fleet, balancer_fleet.go).
 func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
-	groups, units := balanceUnits(topics, b.groupOf)
-	members := b.balanceMembers(cb, b.groupOf)
-	lag := b.lags(units, topics, b.groupOf, func(yield func(memberState) bool) {
+	fl := b.fleetOf(cb)
+	groups, units := balanceUnits(topics, fl.groupOf)
+	members := b.balanceMembers(cb, fl.groupOf)
+	lag := b.lags(units, topics, fl.groupOf, func(yield func(memberState) bool) {
 		for _, mb := range members {
 			if !yield(mb.state) {
 				return
 			}
 		}
 	})
-	a := assignUnits(units, assignMembers(members, groups, lag), lag.stateful, b.params)
+	a := assignUnits(units, fl.restrict(assignMembers(members, groups, lag), members, groups), lag.stateful, b.params)
 
 	plan := cb.NewPlan()
 	for _, u := range units {
@@ -168,14 +202,17 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	// (AdjustCooperative) and handed to its new owner in the follow-up rebalance: meanwhile its
 	// new owner follows its changelog as a standby, so that it starts warm.
 	final := plan.AsMemberIDMap()
-	hosts := unitHosts(members, final, groups, b.groupOf)
+	hosts := unitHosts(members, final, groups, fl.groupOf)
 	extra := standbyAssignments(members, units, a, lag, final, hosts, groups, topics)
+	fl.stamp(extra)
 	b.log.Debug("balanced", "members", len(members), "units", len(units), "warmups", len(a.warmup), "plan", plan.String())
 	return syncPlan{plan: plan, extra: extra}
 }
 
 // groupOf returns the co-partition group of topic t.
 func (b *taskBalancer) groupOf(t string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if g, ok := b.group[t]; ok {
 		return g
 	}
@@ -403,8 +440,9 @@ func (b *taskBalancer) lags(units []unit, topics map[string]int32, groupOf func(
 	l := unitLags{tasks: map[unit][]taskID{}, ends: map[taskID]int64{}, marks: map[taskID]int64{}, markers: b.params.markers}
 	changelogs := map[taskID][]string{}
 	var all []string
+	procs := b.ownProcs()
 	for _, u := range units {
-		for _, p := range b.procs {
+		for _, p := range procs {
 			if groupOf(p.cfg.Inputs[0]) != u.group || u.part >= topics[p.cfg.Inputs[0]] {
 				continue
 			}

@@ -16,15 +16,34 @@ import (
 
 const metaVersion = 1
 
+// The tags of the sections that follow what the first statehost of metaVersion wrote, which
+// a reader of that version does not know (it fails on them, and goes on without the data).
+const (
+	sectionProcs   = 'p' // memberState.procs
+	sectionEnabled = 'e' // standbyAssignment.enabled
+)
+
 // offsetRunning is the offset sum a member reports for a task it runs: caught up by definition.
 const offsetRunning = -2
 
 // memberState is what a member reports when it joins: its admin address, and for every task it
 // has local state for, the sum over the task's logged stores of the next changelog offset it
-// would restore from (checkpoint + 1; 0 without a checkpoint), or offsetRunning.
+// would restore from (checkpoint + 1; 0 without a checkpoint), or offsetRunning; and the
+// processors of its configuration (reload.go), after the rest: a member of an older statehost
+// reports none (nil), and an older leader cannot read a report with them (the member then
+// looks stateless to it).
 type memberState struct {
 	admin   string
 	offsets map[taskID]int64
+	procs   []advertisedProc
+}
+
+// advertisedProc is a processor of a member's configuration: its inputs, and whether it runs
+// it (false: a reload added it, and it waits for the group: reload.go).
+type advertisedProc struct {
+	name    string
+	inputs  []string
+	enabled bool
 }
 
 func (s memberState) encode() []byte {
@@ -40,6 +59,20 @@ func (s memberState) encode() []byte {
 		b = appendString(b, id.Processor)
 		b = binary.AppendVarint(b, int64(id.Partition))
 		b = binary.AppendVarint(b, s.offsets[id])
+	}
+	if s.procs == nil {
+		return b
+	}
+	b = append(b, sectionProcs)
+	b = binary.AppendUvarint(b, uint64(len(s.procs)))
+	for _, p := range s.procs {
+		b = appendString(b, p.name)
+		b = appendStrings(b, p.inputs)
+		enabled := byte(0)
+		if p.enabled {
+			enabled = 1
+		}
+		b = append(b, enabled)
 	}
 	return b
 }
@@ -64,6 +97,19 @@ func decodeMemberState(b []byte) (memberState, error) {
 		}
 		s.offsets[taskID{Processor: proc, Partition: int32(part)}] = off
 	}
+	if r.err == nil && len(r.b) > 0 && r.b[0] == sectionProcs { // a member of an older statehost has none
+		r.byte()
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.fail()
+		}
+		s.procs = make([]advertisedProc, 0, min(n, 1024))
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			p := advertisedProc{name: r.string(), inputs: r.strings()}
+			p.enabled = r.byte() == 1
+			s.procs = append(s.procs, p)
+		}
+	}
 	return s, r.finish()
 }
 
@@ -71,11 +117,15 @@ func decodeMemberState(b []byte) (memberState, error) {
 // keeps standby copies of, as the input partitions of their units (every topic of the unit,
 // as for active tasks), and which of them are warmups; and, for interactive queries, the
 // partitions every member runs, by the admin address it published (members without one are
-// left out).
+// left out). When the members disagree on their processors (gated), it ends with the
+// processors the group runs (enabled; reload.go); without that section, every member runs
+// all of its own.
 type standbyAssignment struct {
 	standby map[string][]int32
 	warmup  map[string][]int32
 	hosts   map[string]map[string][]int32 // admin address -> its active partitions
+	gated   bool
+	enabled []string
 }
 
 func (a standbyAssignment) encode() []byte {
@@ -91,6 +141,10 @@ func (a standbyAssignment) encode() []byte {
 	for _, addr := range addrs {
 		b = appendString(b, addr)
 		b = appendPartitions(b, a.hosts[addr])
+	}
+	if a.gated {
+		b = append(b, sectionEnabled)
+		b = appendStrings(b, a.enabled)
 	}
 	return b
 }
@@ -118,6 +172,10 @@ func decodeStandbyAssignment(b []byte) (standbyAssignment, error) {
 		addr := r.string()
 		a.hosts[addr] = r.partitions()
 	}
+	if r.err == nil && len(r.b) > 0 && r.b[0] == sectionEnabled {
+		r.byte()
+		a.gated, a.enabled = true, r.strings()
+	}
 	return a, r.finish()
 }
 
@@ -134,6 +192,14 @@ func compareTaskID(a, b taskID) int {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
 }
 
 func appendPartitions(b []byte, tps map[string][]int32) []byte {
@@ -212,6 +278,19 @@ func (r *metaReader) string() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
+}
+
+func (r *metaReader) strings() []string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) { // each string takes at least a byte
+		r.fail()
+		return nil
+	}
+	out := make([]string, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, r.string())
+	}
+	return out
 }
 
 func (r *metaReader) partitions() map[string][]int32 {
