@@ -59,6 +59,8 @@ var commands = []command{
 		summary: "Print the tasks, restores and module versions of a running application instance."},
 	{name: "inspect", synopsis: inspectSynopsis, run: inspectCmd, ownFlags: true,
 		summary: "Print the stores, task directories, checkpoints and changelog lag of an application, without running it."},
+	{name: "state", synopsis: stateSynopsis, run: stateCmd, ownFlags: true,
+		summary: "Export a store's entries as JSON lines, or import such a file into an application's changelog and local state."},
 	{name: "broker", synopsis: brokerSynopsis, run: brokerCmd, ownFlags: true,
 		summary: "Run the embedded Kafka-protocol broker until SIGINT or SIGTERM."},
 	{name: "produce", synopsis: produceSynopsis, run: produceCmd, ownFlags: true,
