@@ -214,6 +214,7 @@ const maxModuleBytes = 256 << 20
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
 //	GET  /v1/stores/{store}/range      interactive query: entries as JSON lines (iq.go)
 //	GET  /v1/peers/watch               a watch of this instance by another (peers.go): JSON lines
+//	POST /v1/reload                    reload the configuration file (ReloadResult; reload_admin.go)
 //	GET  /metrics                      Prometheus metrics, text format, not JSON (metrics.go)
 //	GET  /                             the web console, and its assets under /console/ (host/console)
 //
@@ -250,6 +251,7 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key...}", r.iq.getKey)
 	mux.HandleFunc("GET /v1/stores/{store}/range", r.iq.getRange)
 	mux.HandleFunc("GET "+peerWatchPath, r.peers.serve)
+	mux.HandleFunc("POST /v1/reload", r.postReload)
 	mux.Handle("GET /metrics", r.metrics.handler())
 	api := http.Handler(mux)
 	if r.cfg.Admin.Token != "" {

@@ -37,6 +37,8 @@ const (
 	reasonRestore
 	// reasonShutdown: Run's context ended.
 	reasonShutdown
+	// reasonReload: a configuration reload waits for every task to be committed (reload.go).
+	reasonReload
 )
 
 var commitReasonNames = [...]string{
@@ -47,6 +49,7 @@ var commitReasonNames = [...]string{
 	reasonRevocation: "revocation",
 	reasonRestore:    "restore",
 	reasonShutdown:   "shutdown",
+	reasonReload:     "reload",
 }
 
 func (c commitReason) String() string {

@@ -50,7 +50,9 @@ type Event struct {
 	// Tasks are the tasks ("count_0") of warmups_assigned.
 	Tasks []string `json:"tasks,omitempty"`
 	// Reason is why a transaction was committed when it aborted: "interval", "revocation",
-	// "shutdown", ...; or why member_removed judged the member dead.
+	// "shutdown", ...; or why member_removed judged the member dead; or what asked for a
+	// configuration reload: "watch" (the file changed), "signal" (SIGHUP), "api" (POST
+	// /v1/reload, statehost reload).
 	Reason string `json:"reason,omitempty"`
 	// Error is the error of a transaction_aborted (empty when a rebalance aborted it), of a
 	// module_refused, of a module_deployed whose tasks had not all switched when the deploy
@@ -69,6 +71,15 @@ type Event struct {
 	Addr string `json:"addr,omitempty"`
 	// Member is the group.instance.id of the member of member_removed and peer_stopping.
 	Member string `json:"member,omitempty"`
+	// File is the configuration file of config_reloaded and config_refused.
+	File string `json:"file,omitempty"`
+	// Changes are what config_reloaded applied, in words (config.Change); none when the file
+	// changed nothing. Pending are the processors it added that wait for every instance of
+	// the group to run them (processor_enabled follows).
+	Changes []string `json:"changes,omitempty"`
+	Pending []string `json:"pending,omitempty"`
+	// Diagnostics are why config_refused refused the file, each with its file and line.
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 }
 
 // EventKind says what an Event reports. The values are stable: they are written to event
@@ -132,6 +143,15 @@ const (
 	// EventPeerStopping: the instance Member (admin address Addr) said it stops on request;
 	// it is not removed, and its tasks wait for it for the session timeout.
 	EventPeerStopping EventKind = "peer_stopping"
+	// EventConfigReloaded: the configuration File was reloaded (Reason says what asked for
+	// it) and its Changes apply; Pending processors wait for the group.
+	EventConfigReloaded EventKind = "config_reloaded"
+	// EventConfigRefused: a reload of the configuration File was refused for its
+	// Diagnostics (or Error); the running configuration stays.
+	EventConfigRefused EventKind = "config_refused"
+	// EventProcessorEnabled: the group runs Processor, which a reload added: every member
+	// of the group has it now, and this instance creates its tasks.
+	EventProcessorEnabled EventKind = "processor_enabled"
 )
 
 // emit hands e, stamped with the time, to Options.OnEvent. Its maps and slices are copies:
@@ -151,6 +171,7 @@ func (r *Runtime) emit(e Event) {
 		e.Partitions = tps
 	}
 	e.Tasks = slices.Clone(e.Tasks)
+	e.Changes, e.Pending, e.Diagnostics = slices.Clone(e.Changes), slices.Clone(e.Pending), slices.Clone(e.Diagnostics)
 	r.opts.OnEvent(e)
 }
 

@@ -86,6 +86,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 				// A commit boundary: tasks whose processor has a new module switch now.
 				r.tasks.mu.Lock()
 				r.deploy.switchModules(work)
+				r.reload.atBoundary() // and a reload waiting for one applies
 				r.tasks.mu.Unlock()
 			}
 			nextCommit = time.Now().Add(r.cfg.CommitInterval)
@@ -322,7 +323,8 @@ func (r *Runtime) needsCommit() bool {
 // commitDue reports whether the loop commits now, after a round that ended with err, and why:
 // a rebalance waits for it (it then commits even init writes alone), commit_interval has
 // passed since next was set, a task's writes grew past their bound, or a task left out of the
-// last commit has ended its job. A failed round does not commit: the shutdown does.
+// last commit has ended its job, or a reload waits for a commit boundary. A failed round does
+// not commit: the shutdown does.
 func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
 	switch {
 	case err != nil:
@@ -335,6 +337,8 @@ func (r *Runtime) commitDue(err error, next time.Time) (commitReason, bool) {
 		return reasonSize, true
 	case r.jobs.owedEnded():
 		return reasonOwed, true
+	case r.reload.due():
+		return reasonReload, true
 	}
 	return 0, false
 }

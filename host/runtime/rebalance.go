@@ -35,6 +35,7 @@ type groupEvent struct {
 	partitions map[string][]int32
 	revoked    bool          // revoked or lost: the tasks close without a commit
 	standbys   *standbyEvent // a standby assignment instead of partitions
+	enabled    *enabledEvent // the processors the group runs, instead of partitions (reload.go)
 }
 
 // onRevokedOrLostEOS is onRevoked and onLost under exactly-once. It never waits for the loop:
@@ -206,6 +207,10 @@ func (r *Runtime) drainInbox() {
 			r.sb.apply(ev.standbys)
 			continue
 		}
+		if ev.enabled != nil {
+			r.reload.enable(ev.enabled)
+			continue
+		}
 		if ev.revoked {
 			r.unassign(r.kafka.consumer, ev.partitions)
 			continue
@@ -216,7 +221,7 @@ func (r *Runtime) drainInbox() {
 				tp := topicPartition{topic, p}
 				r.tasks.assigned[tp] = true
 				r.tasks.paused[tp] = true
-				for _, proc := range r.readers[topic] {
+				for proc := range r.tasks.reading(tp) {
 					if id := (taskID{Processor: proc.cfg.Name, Partition: p}); r.tasks.active[id] == nil {
 						r.tasks.assign(id, proc, r)
 					}
@@ -258,16 +263,20 @@ func (r *Runtime) dropStale(assigned map[string][]int32) {
 	r.closeTasks(stale)
 }
 
-// syncPauses resumes the assigned partitions whose tasks all run. The caller holds the table's lock.
+// syncPauses resumes the assigned partitions whose tasks all run. A partition that no
+// processor reads yet (its readers are pending: reload.go) stays paused. The caller holds the
+// table's lock.
 func (r *Runtime) syncPauses() {
 	resume := make(map[string][]int32)
 	for tp := range r.tasks.paused {
-		ready := true
+		ready, read := true, false
 		for _, t := range r.tasks.reading(tp) {
+			read = true
 			if t == nil || t.state != stateRunning {
 				ready = false
 			}
 		}
+		ready = ready && read
 		if ready {
 			delete(r.tasks.paused, tp)
 			if !r.tasks.heldPaused[tp] { // else it resumes when its held records are handed on

@@ -78,9 +78,10 @@ type Options struct {
 	// Config.SessionTimeout, or 10s when that is zero.
 	SessionTimeout time.Duration
 
-	// NoWatch turns off the watch of the module files. Default false: while Run runs, a module
-	// file that changes on disk is deployed to the processors that run it (Deploy), 500ms after
-	// its last change.
+	// NoWatch turns off the watch of the module files and of the configuration file. Default
+	// false: while Run runs, a module file that changes on disk is deployed to the processors
+	// that run it (Deploy), and a configuration file that changes is reloaded (ReloadFile),
+	// 500ms after its last change.
 	NoWatch bool
 
 	// PartitionSeries bounds the store partitions that have series of their own in
@@ -175,6 +176,9 @@ type processor struct {
 	prevMod   *engine.Module // previous's module, while a switch may go back to it
 	pools     procPools      // the pools of its modules' instances (pools.go)
 	switchErr error          // why the last deploy went back to the previous module
+
+	// pending: added by a reload, it has no tasks until the group enables it (reload.go).
+	pending atomic.Bool
 }
 
 // clients are the Kafka clients of a Runtime.
@@ -229,6 +233,8 @@ type Runtime struct {
 	history deployHistory // the deploys since start, for GET /v1/deploys (deploys_history.go)
 	iq      queries       // interactive queries (iq.go)
 
+	reload reloads // configuration reloads (reload.go)
+
 	peers   *peerWatches                // the watches of the other instances on this one (peers.go)
 	watcher atomic.Pointer[peerWatcher] // this instance's watches of the others; nil: remove_dead_members = false
 }
@@ -257,6 +263,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.sb.rt = r
 	r.deploy.rt = r
 	r.iq.rt = r
+	r.reload.init(r)
 	r.metrics = newMetrics(r.status)
 	r.metrics.partitionSeries = r.opts.PartitionSeries
 	r.status.markers = endMarkers(cfg.Guarantee)
@@ -302,6 +309,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
 	}
 	r.local.load(held)
+	r.reload.publish()
 	r.sb.cleanedAt = time.Now()
 	if err := r.connect(ctx); err != nil {
 		return nil, err

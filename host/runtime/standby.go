@@ -54,17 +54,18 @@ type standbys struct {
 // goroutine, through the inbox), with the partitions the same assignment makes active here.
 func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int32) {
 	want, warm, active := map[taskID]bool{}, map[taskID]bool{}, map[taskID]bool{}
+	readers := sb.rt.readers // replaced whole by a reload (reload.go), never changed in place
 	for topic, parts := range assigned {
 		for _, p := range parts {
-			for _, proc := range sb.rt.readers[topic] {
+			for _, proc := range readers[topic] {
 				active[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 			}
 		}
 	}
 	for topic, parts := range sa.standby {
 		for _, p := range parts {
-			for _, proc := range sb.rt.readers[topic] {
-				if hasLoggedStore(proc) {
+			for _, proc := range readers[topic] {
+				if hasLoggedStore(proc) && !proc.pending.Load() {
 					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
 			}
@@ -72,8 +73,8 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 	}
 	for topic, parts := range sa.warmup {
 		for _, p := range parts {
-			for _, proc := range sb.rt.readers[topic] {
-				if hasLoggedStore(proc) {
+			for _, proc := range readers[topic] {
+				if hasLoggedStore(proc) && !proc.pending.Load() {
 					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 					warm[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
@@ -387,6 +388,7 @@ func (r *Runtime) newBalancer() *taskBalancer {
 	b.log = r.log.Named("balancer")
 	b.state = r.local.report
 	b.onSync = r.sb.onAssignment
+	r.reload.wire(b) // the processors it advertises, and those the group enables
 	b.endOffsets = func(topics []string) (map[topicPartition]int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -115,10 +115,14 @@ func (tt *taskTable) closedStandby(id taskID, cps map[string]int64) {
 func (tt *taskTable) holds(id taskID) bool { return tt.active[id] != nil || tt.standby[id] != nil }
 
 // reading yields each processor that reads the input partition tp, in the order of its
-// readers, with its active task of tp: nil when that task is not here.
+// readers, with its active task of tp: nil when that task is not here. A processor that a
+// reload added and the group has not enabled yet (processor.pending) reads nothing.
 func (tt *taskTable) reading(tp topicPartition) iter.Seq2[*processor, *task] {
 	return func(yield func(*processor, *task) bool) {
 		for _, p := range tt.readers[tp.topic] {
+			if p.pending.Load() {
+				continue
+			}
 			if !yield(p, tt.active[taskID{Processor: p.cfg.Name, Partition: tp.part}]) {
 				return
 			}

@@ -20,25 +20,29 @@ import (
 // deploys it: a build or a copy writes a file in several steps.
 const watchDebounce = 500 * time.Millisecond
 
-// moduleWatcher deploys the processors' module files when they change on disk. It watches the
-// files' directories, not the files: a deploy that writes a new file and renames it over the
-// module replaces the file, and a watch of the file itself would end with the old one.
+// moduleWatcher deploys the processors' module files when they change on disk, and reloads
+// the configuration file when it changes (reload.go). It watches the files' directories, not
+// the files: a deploy that writes a new file and renames it over the module replaces the
+// file, and a watch of the file itself would end with the old one.
 type moduleWatcher struct {
-	r     *Runtime
-	log   hclog.Logger
-	fw    *fsnotify.Watcher
-	files map[string][]string // module file -> the processors that run it
+	r      *Runtime
+	log    hclog.Logger
+	fw     *fsnotify.Watcher
+	files  map[string][]string // module file -> the processors that run it; the config file -> none
+	config string              // the configuration file
 
 	mu    sync.Mutex
 	dirty map[string]bool // files changed and not deployed yet
 	kick  chan struct{}   // wakes the deployer; capacity 1
 }
 
-// watchModules watches every processor's module file until the returned function is called,
-// and deploys a file (Deploy, once per processor that runs it) watchDebounce after its last
-// change, in goroutines of its own; stop cancels a deploy in progress and waits for them. A
-// file that disappears is ignored until it comes back. When the files cannot be watched it
-// logs why and the application runs on without: deploys through the admin API still work.
+// watchModules watches every processor's module file, and the configuration file, until the
+// returned function is called, and deploys a module file (Deploy, once per processor that
+// runs it), or reloads the configuration (ReloadFile), watchDebounce after its last change,
+// in goroutines of its own; stop cancels a deploy in progress and waits for them. A file that
+// disappears is ignored until it comes back. When the files cannot be watched it logs why and
+// the application runs on without: deploys and reloads through the admin API still work. The
+// module files of processors a reload added are not watched until the next start.
 func (r *Runtime) watchModules(ctx context.Context) (stop func()) {
 	if r.opts.NoWatch {
 		return func() {}
@@ -76,6 +80,12 @@ func (r *Runtime) newModuleWatcher() (*moduleWatcher, error) {
 	}
 	for _, p := range r.procs {
 		w.files[p.cfg.Module] = append(w.files[p.cfg.Module], p.cfg.Name)
+	}
+	if r.cfg.Path != "" {
+		w.config = filepath.Clean(r.cfg.Path)
+		if w.files[w.config] == nil {
+			w.files[w.config] = []string{}
+		}
 	}
 	dirs := make(map[string]bool)
 	for file := range w.files {
@@ -167,8 +177,15 @@ func (w *moduleWatcher) deployer(ctx context.Context) {
 	}
 }
 
-// deploy reads file and deploys it to every processor that runs it.
+// deploy reads file and deploys it to every processor that runs it; or reloads it, the
+// configuration file.
 func (w *moduleWatcher) deploy(ctx context.Context, file string) {
+	if file == w.config {
+		if _, err := os.Stat(file); err == nil {
+			_, _ = w.r.ReloadFile(ctx, "watch") // logged and emitted by Reload
+		}
+		return
+	}
 	wasm, err := os.ReadFile(file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
