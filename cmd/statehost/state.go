@@ -71,8 +71,10 @@ window or session (start and end); they are written as a run writes them, at the
 time of their task's local state (none without one): a window or session that is closed or
 expired at that time is not written, and import fails saying how many were not.
 
-It refuses while the application runs (its consumer group has members, or a process holds
-the state directory), and when the store holds data already (its changelog has records, or
+It refuses while the application runs: when a process holds the state directory, or when
+its consumer group keeps members for longer than session_timeout (an instance that stopped
+stays a member that long, so import waits for it). And it refuses when the store holds data
+already (its changelog has records, or
 the local state has entries) unless --force: then the file is written over what is there,
 each entry replacing the entry of its key; the others stay. Every line is checked before
 anything is written.

@@ -126,22 +126,41 @@ func (im *importer) run(ctx context.Context) error {
 	return im.write(ctx, byPart)
 }
 
-// checkNotRunning refuses when the application's consumer group has members: an instance
+// checkNotRunning refuses when the application's consumer group keeps members: an instance
 // runs somewhere (one that runs here holds the state directory, which openLocal refuses).
+// An instance that stopped stays a member for session_timeout (a static member, so that a
+// restart takes its tasks back): checkNotRunning waits that long for the members to go.
 func (im *importer) checkNotRunning(ctx context.Context) error {
 	group := im.s.cfg.ApplicationID
-	groups, err := im.kafka.adm.DescribeGroups(ctx, group)
-	if err != nil {
-		return fmt.Errorf("describe the consumer group %s: %w", group, err)
-	}
-	if g, ok := groups[group]; ok && g.Err == nil && len(g.Members) > 0 {
-		var who []string
-		for _, m := range g.Members {
-			who = append(who, m.ClientHost)
+	deadline := time.Now().Add(im.s.cfg.SessionTimeout + 3*time.Second)
+	for logged := false; ; {
+		groups, err := im.kafka.adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return fmt.Errorf("describe the consumer group %s: %w", group, err)
 		}
-		return fmt.Errorf("application %s runs: its consumer group has %d members (%s); stop every instance first", group, len(g.Members), strings.Join(who, ", "))
+		g, ok := groups[group]
+		if !ok || g.Err != nil || len(g.Members) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var who []string
+			for _, m := range g.Members {
+				who = append(who, m.ClientHost)
+			}
+			return fmt.Errorf("application %s runs: its consumer group has had %d members (%s) for more than its session_timeout %v; stop every instance first",
+				group, len(g.Members), strings.Join(who, ", "), im.s.cfg.SessionTimeout)
+		}
+		if !logged {
+			im.log.Info("waiting for the consumer group's members to go: a stopped instance stays one for session_timeout",
+				"group", group, "members", len(g.Members), "session_timeout", im.s.cfg.SessionTimeout)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // partitionCount is the partition count of the store: its changelog's, or else its

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
+	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/runtime"
+	"github.com/statehost/statehost/host/testdriver"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
 )
 
@@ -254,5 +257,161 @@ func checkCountsExport(t *testing.T, out string, ref map[string]int) {
 	}
 	if !strings.Contains(out, `"key_base64":"//4="`) {
 		t.Errorf("export: the key that is not UTF-8 is not in base64:\n%s", out)
+	}
+}
+
+// TestStateImportChecksLines: import reads every line before it connects to anything, and
+// refuses the first bad one with its file:line and what is wrong with it.
+func TestStateImportChecksLines(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeStateConfig(t, dir, "lines", "127.0.0.1:1", "words")
+	for _, tc := range []struct {
+		store, line, want string
+	}{
+		{"counts", `{"store":"counts","partition":0,"key":"a","value":"1","extra":1}`, `unknown field "extra"`},
+		{"counts", `{"store":"windows","partition":0,"key":"a","value":"1"}`, `an entry of store "windows", not of counts`},
+		{"counts", `{"store":"counts","key":"a","value":"1"}`, "partition is required"},
+		{"counts", `{"store":"counts","partition":-1,"key":"a","value":"1"}`, "partition -1: want a partition number"},
+		{"counts", `{"store":"counts","partition":0,"key":"a"}`, "value is required"},
+		{"counts", `{"store":"counts","partition":0,"key":"a","key_base64":"YQ==","value":"1"}`, "both key and key_base64"},
+		{"counts", `{"store":"counts","partition":0,"key_base64":"!","value":"1"}`, "key_base64: illegal base64"},
+		{"counts", `{"store":"counts","partition":0,"key":"a","start":1,"end":2,"value":"1"}`, "start and end given for an entry of counts, a key-value store"},
+		{"windows", `{"store":"windows","partition":0,"key":"a","value":"1"}`, "store windows is a window store: its entries need start and end"},
+		{"windows", `{"store":"windows","partition":0,"key":"a","start":0,"end":1000,"value":"1"}`, "window [0, 1000) is not 3600000 ms long"},
+		{"sessions", `{"store":"sessions","partition":0,"key":"a","start":5,"end":4,"value":"1"}`, "session [5, 4] ends before it starts"},
+		{"counts", `not json`, "not a line of statehost state export"},
+	} {
+		file := writeFile(t, dir, "in.jsonl", "# a comment, then a good line and a blank one\n"+
+			`{"store":"`+tc.store+`","partition":1,"key":"k","value":"v"`+map[bool]string{true: `,"start":0,"end":3600000`, false: ""}[tc.store == "windows"]+
+			map[bool]string{true: `,"start":0,"end":0`, false: ""}[tc.store == "sessions"]+"}\n\n"+tc.line+"\n")
+		r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", tc.store, file)
+		stderr := strings.ReplaceAll(r.stderr, `\"`, `"`) // the log line quotes the error
+		if r.code != 1 || !strings.Contains(stderr, file+":4: ") || !strings.Contains(stderr, tc.want) {
+			t.Errorf("import of %s into %s: %s\nwant exit 1 and %q at %s:4", tc.line, tc.store, r, tc.want, file)
+		}
+	}
+}
+
+// TestStateImportAssign: each entry goes to the partition its line names, unless
+// --repartition puts it in its key's; a partition beyond the store's is refused with the
+// line, unless --repartition.
+func TestStateImportAssign(t *testing.T) {
+	s := stateStore{spec: changelog.StoreSpec{Name: "counts"}, proc: &config.Processor{Name: "count"}}
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var entries []importEntry
+	for i, k := range keys {
+		entries = append(entries, importEntry{StoreEntry: testdriver.StoreEntry{Key: []byte(k), Partition: 2}, pos: "f:" + strconv.Itoa(i+1)})
+	}
+	im := &importer{s: s, entries: entries, parts: 3}
+	byPart, err := im.assign()
+	if err != nil || len(byPart) != 1 || len(byPart[2]) != len(keys) {
+		t.Errorf("assign = %v, %v; want every entry in partition 2, its line's", byPart, err)
+	}
+	im.repartition = true
+	if byPart, err = im.assign(); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for p, es := range byPart {
+		for _, e := range es {
+			if want := runtime.KeyPartition(e.Key, 3, 0); p != want {
+				t.Errorf("--repartition: %s in partition %d, want %d", e.Key, p, want)
+			}
+			if p != 2 {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("--repartition moved no entry: the keys all hash to partition 2")
+	}
+	im.repartition, im.parts = false, 2
+	if _, err := im.assign(); err == nil || !strings.Contains(err.Error(), "f:1: partition 2: store counts has 2 partitions") {
+		t.Errorf("assign over 2 partitions = %v, want the line and the partition count", err)
+	}
+}
+
+// TestStateEmbeddedBroker: with the embedded broker. While the application runs, export
+// refuses its local state (a running instance holds the state directory) and reads the
+// changelog through the running broker, and import refuses to write (the application's group
+// has members). Once it stopped, export reads the local state, checked against the changelog
+// of an embedded broker it starts on the broker's data directory, to the same lines; and
+// import writes them back over the store with --force.
+func TestStateEmbeddedBroker(t *testing.T) {
+	bin := buildBinary(t)
+	mods := buildModules(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	cfg := writeFile(t, dir, "app.hcl", fmt.Sprintf(`application_id  = "embedded"
+state_dir       = "state"
+commit_interval = "200ms"
+session_timeout = "1s"
+embedded_broker {
+  listen = %q
+}
+admin {
+  listen = ""
+}
+topic "words" {
+  partitions = 2
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  outputs = ["word-counts"]
+  store "counts" {}
+}
+`, addr, mods["count"]))
+	app := startApp(t, bin, cfg, "app")
+	app.waitFor(t, time.Minute, "its 2 tasks running", func() bool { return len(app.events(runtime.EventTaskRunning)) == 2 })
+	cl := testClient(t, addr)
+	defer cl.Close()
+	want := map[string]string{}
+	for i := range 40 {
+		w := "w" + strconv.Itoa(i%9)
+		if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: "words", Key: []byte(w), Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(want[w])
+		want[w] = strconv.Itoa(n + 1)
+	}
+	waitCounts(t, addr, "word-counts", want)
+	crashWaitProcessed(t, addr, "embedded", time.Minute, "words")
+
+	r := runCLI(t.Context(), "", "state", "export", "--config", cfg, "--store", "counts")
+	if r.code != 1 || !strings.Contains(r.stderr, "is locked") {
+		t.Errorf("export of the local state while the application runs: %s\nwant exit 1: the state directory is locked", r)
+	}
+	running := stateExport(t, cfg, "counts", "--from", "changelog")
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(running), "\n") {
+		e, err := parseImportLine([]byte(line), stateStore{spec: changelog.StoreSpec{Name: "counts"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[string(e.Key)] = string(e.Value)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the changelog export while the application runs: %v, want %v", got, want)
+	}
+	file := writeFile(t, dir, "counts.jsonl", running)
+	r = runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", "--force", file)
+	if r.code != 1 || !strings.Contains(r.stderr, "application embedded runs: its consumer group has had 1 members") {
+		t.Errorf("import while the application runs: %s\nwant exit 1: it runs", r)
+	}
+	stopClean(t, app)
+
+	if stopped := stateExport(t, cfg, "counts"); stopped != running {
+		t.Errorf("export of the stopped application's local state:\n%s\nwant what its changelog held:\n%s", stopped, running)
+	}
+	if r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", file); r.code != 1 || !strings.Contains(r.stderr, "holds data") {
+		t.Errorf("import into the store that holds the same entries, without --force: %s\nwant exit 1", r)
+	}
+	if r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", "--force", file); r.code != 0 {
+		t.Fatalf("import with --force: %s", r)
+	}
+	for _, from := range []string{"local", "changelog"} {
+		if got := stateExport(t, cfg, "counts", "--from", from); got != running {
+			t.Errorf("export --from %s after the import:\n%s\nwant\n%s", from, got, running)
+		}
 	}
 }
