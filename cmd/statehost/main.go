@@ -53,6 +53,8 @@ var commands = []command{
 		summary: "Check a configuration file and its plugins without running anything."},
 	{name: "deploy", synopsis: deploySynopsis, run: deployCmd, ownFlags: true,
 		summary: "Deploy a new module to a processor of the running application, through its admin API."},
+	{name: "reload", synopsis: reloadSynopsis, run: reloadCmd, ownFlags: true,
+		summary: "Reload the configuration file of the running application, through its admin API."},
 	{name: "query", synopsis: querySynopsis, run: queryCmd, ownFlags: true,
 		summary: "Print the value of a key in a store of the running application (interactive query)."},
 	{name: "status", synopsis: statusSynopsis, run: statusCmd, ownFlags: true,

@@ -19,7 +19,9 @@ const runUsage = `Runs the application of a configuration file: its processors a
 named by its application_id, their stores restored from their changelogs before they process
 anything, committed every commit_interval. With kafka.brokers empty, an embedded broker runs
 in the process. SIGINT or SIGTERM commits, checkpoints and exits 0; a configuration problem
-prints every diagnostic and exits 1.
+prints every diagnostic and exits 1. SIGHUP, a change of the configuration file, or statehost
+reload reloads it: what a running instance can apply applies, anything else is refused with
+its diagnostics logged, and the running configuration stays.
 
 While stores restore (at start, or after a rebalance), a progress bar per restoring store
 partition shows on standard error when it is a terminal and the logs are text: processor/store
@@ -35,7 +37,8 @@ With --events FILE, run appends its lifecycle events to FILE (created if needed)
 object a line, for auditing and automation: the admin listener's address, running,
 partitions assigned, revoked and lost, restores started and done, tasks running and closed,
 transactional producers ready and transactions aborted (exactly-once), warmups, modules
-deployed and refused, stopped, and last "exited" with the error that ended the run, if any.
+deployed and refused, configuration reloads applied and refused, stopped, and last "exited"
+with the error that ended the run, if any.
 Each has "time" and "kind", and the fields of its kind (the README lists them). Unlike the
 log lines, whose text may change, the kinds and fields are kept stable.
 `
@@ -142,6 +145,7 @@ func runApp(ctx context.Context, env *cliEnv, o runOptions, events *eventFile) (
 			return false
 		})
 	}
+	defer reloadOnHangup(ctx, rt, log)() // SIGHUP reloads the configuration file (reload.go)
 	err = rt.Run(ctx)
 	if progress != nil {
 		progress.Close() // the bars go before anything is printed below them
