@@ -32,6 +32,10 @@
 //     open stores to their task when it becomes active here.
 //   - The deploys (deploy.go, watch.go) switch a processor's tasks to a new module at commit
 //     boundaries.
+//   - The reloads (reload.go, reload_prepare.go, reload_apply.go) apply a changed
+//     configuration file at a commit boundary without jobs, or refuse it with its diagnostics;
+//     the group's balancer runs a processor a reload added once every member has it
+//     (balancer_fleet.go).
 //   - The queries (iq.go; pages and window stores: iq_page.go), the admin endpoint
 //     (admin.go; the deploy history: deploys_history.go; the web console of host/console)
 //     and the metrics (metrics.go) read the application while it runs.
@@ -42,9 +46,10 @@
 //   - The sweep of key-value stores with a ttl (ttl.go) deletes their expired entries, a
 //     bounded step at a time in the tasks' own jobs.
 //
-// Locks are taken in this order: deploys.mu (one Deploy at a time), then taskTable.mu, then
-// the leaf locks (signals.mu, statusBoard.mu, localState.mu), which are never held while
-// waiting for anything (an engine.Pool's lock, procPools.mu, neither). A job never takes
+// Locks are taken in this order: reloads.serial (one Reload at a time), deploys.mu (one Deploy
+// at a time), then taskTable.mu, then the leaf locks (signals.mu, statusBoard.mu,
+// localState.mu, reloads.mu), which are never held while waiting for anything (an
+// engine.Pool's lock, procPools.mu, neither). A job never takes
 // taskTable.mu: while it runs only its goroutine touches its task's borrowed instance and
 // stores (dispatch.go).
 //
