@@ -74,6 +74,9 @@ type restoreProgress struct {
 	shown int       // the active restores with a bar or lines of their own (restoring.own)
 	rest  restTally // the others, summed up
 
+	migrations func() []migrationView // lists the store migrations in progress; nil: none (progress_migrate.go)
+	migs       map[restoreKey]*restoring
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -252,6 +255,9 @@ func (p *restoreProgress) Close() {
 	for _, r := range p.active {
 		p.removeLocked(r, false)
 	}
+	for _, r := range p.migs {
+		p.endMigrationLocked(r, false)
+	}
 	if p.bars != nil {
 		p.bars.close()
 	}
@@ -276,8 +282,12 @@ func (p *restoreProgress) loop() {
 		// The runtime's status is read before p.mu is taken: the restore goroutine sends
 		// events to the runtime's status board and then to p, never holding both.
 		p.mu.Lock()
-		alive := p.alive
+		alive, migrations := p.alive, p.migrations
 		p.mu.Unlock()
+		var ms []migrationView
+		if migrations != nil {
+			ms = migrations()
+		}
 		var gone map[restoreKey]bool
 		if alive != nil {
 			p.mu.Lock()
@@ -297,10 +307,14 @@ func (p *restoreProgress) loop() {
 				}
 			}
 		}
-		lines := p.tick(time.Now(), gone)
+		lines := p.tick(time.Now(), gone, ms)
 		for _, l := range lines {
-			if l[0] == tallyLine {
+			switch l[0] {
+			case tallyLine:
 				p.log.Info("restores progress", l[1:]...)
+				continue
+			case migrationLine:
+				p.log.Info("migration progress", l[1:]...)
 				continue
 			}
 			p.log.Info("restore progress", l...)
@@ -308,14 +322,16 @@ func (p *restoreProgress) loop() {
 	}
 }
 
-// tick drops the restores in gone (if they still had no event since), shows the bars due,
-// removes the container without bars, and returns the progress lines due.
-func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool) [][]any {
+// tick drops the restores in gone (if they still had no event since), takes in the
+// migrations ms, shows the bars due, removes the container without bars, and returns the
+// progress lines due.
+func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool, ms []migrationView) [][]any {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return nil
 	}
+	p.syncMigrationsLocked(now, ms)
 	for k := range gone {
 		if r := p.active[k]; r != nil && now.Sub(r.lastEvent) >= staleAfter {
 			p.removeLocked(r, false)
@@ -335,12 +351,13 @@ func (p *restoreProgress) tick(now time.Time, gone map[restoreKey]bool) [][]any 
 			t.bar.SetTotal(t.total, false)
 			t.bar.SetCurrent(t.done)
 		}
-		if len(p.active) == 0 {
+		p.migrationBarsLocked(now)
+		if len(p.active) == 0 && len(p.migs) == 0 {
 			p.bars.close() // holds p.mu: no bar is added meanwhile
 		}
 		return nil
 	}
-	var lines [][]any
+	lines := p.migrationLinesLocked(now)
 	for _, r := range p.sortedLocked() {
 		if !r.own || now.Sub(r.began) < p.interval || now.Sub(r.lastLog) < p.interval {
 			continue

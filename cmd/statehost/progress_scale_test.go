@@ -36,7 +36,7 @@ func TestRestoreProgressSummed(t *testing.T) {
 	prog.OnRestoreEnd(restore.EndEvent{Processor: "count", Store: "counts", Topic: "t", Partition: n - 1, Records: 100})
 	prog.OnRestoreStart(restore.StartEvent{Processor: "count", Store: "counts", Topic: "t", Partition: n - 2, StartOffset: 0, EndOffset: 0})
 
-	lines := prog.tick(time.Now().Add(2*time.Hour), nil)
+	lines := prog.tick(time.Now().Add(2*time.Hour), nil, nil)
 	if len(lines) != maxShownRestores+1 {
 		t.Fatalf("%d progress lines for %d restores, want %d of their own and one summed", len(lines), n, maxShownRestores)
 	}
@@ -61,7 +61,7 @@ func TestRestoreProgressSummed(t *testing.T) {
 	for p := range int32(n) {
 		prog.OnRestoreEnd(restore.EndEvent{Processor: "count", Store: "counts", Topic: "t", Partition: p, Records: 100})
 	}
-	if lines := prog.tick(time.Now().Add(4*time.Hour), nil); len(lines) != 0 {
+	if lines := prog.tick(time.Now().Add(4*time.Hour), nil, nil); len(lines) != 0 {
 		t.Errorf("after the restores ended: %v", lines)
 	}
 	prog.mu.Lock()

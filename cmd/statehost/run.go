@@ -136,6 +136,7 @@ func runApp(ctx context.Context, env *cliEnv, o runOptions, events *eventFile) (
 	}
 	defer rt.Close()
 	if progress != nil {
+		progress.setMigrations(func() []migrationView { return migrationsOf(rt.Status().Tasks) })
 		progress.setAlive(func(processor string, partition int32) bool {
 			for _, t := range rt.Status().Tasks {
 				if t.Processor == processor && t.Partition == partition {
