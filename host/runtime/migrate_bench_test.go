@@ -14,7 +14,11 @@ import (
 // BenchmarkMigration measures the rate of a store migration: the word count under exactly-once
 // counts 60,000 distinct words with count (20,000 entries in each of its 3 store partitions),
 // then countjson is deployed over it, which migrates every count to JSON, one task after the
-// other. It reports entries per second
+// other. Run it with
+//
+//	go test ./host/runtime -run '^$' -bench Migration -benchtime 1x
+//
+// It reports entries per second:
 //
 //   - job-entries/s: over the migration jobs, from each task's migration_started to its
 //     migration_done (its old entries read, the module's statehost_migrate calls, the new
@@ -23,8 +27,6 @@ import (
 //     jobs, and the commits of the new entries and the switches at the commit boundaries);
 //   - deploy-entries/s: over the whole Deploy (the module's compilation and trial, the trial
 //     migrations over every task's committed entries, and the above).
-//
-//	go test ./host/runtime -run '^$' -bench Migration -benchtime 1x
 func BenchmarkMigration(b *testing.B) {
 	v2, err := os.ReadFile(modules["countjson"])
 	if err != nil {
