@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,25 @@ func TestMigrationProgressLines(t *testing.T) {
 	defer prog.mu.Unlock()
 	if len(prog.migs) != 0 {
 		t.Errorf("%d migrations left after it ended", len(prog.migs))
+	}
+}
+
+// statehost status shows a task's migration on its line: the store and versions, the entries
+// migrated of the store's, the rate and the time left.
+func TestStatusShowsMigration(t *testing.T) {
+	var b strings.Builder
+	writeStatus(&b, runtime.Status{ApplicationID: "app", Tasks: []runtime.TaskStatus{
+		{Processor: "count", Partition: 0, State: "running"},
+		{Processor: "count", Partition: 1, State: "migrating", Migration: &runtime.MigrationStatus{
+			Store: "counts", FromVersion: 1, ToVersion: 2, Total: 4000, Migrated: 1000, Rate: 500, ETASeconds: 6}},
+	}})
+	line := ""
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "count_1") {
+			line = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if want := "count_1 migrating 0 counts (version 1 to 2) 1000 of 4000 500/s 6s"; line != want {
+		t.Errorf("status line %q, want %q; all:\n%s", line, want, b.String())
 	}
 }

@@ -137,12 +137,25 @@ func writeStatus(w io.Writer, st runtime.Status) {
 	}
 	fmt.Fprintf(w, ": %d tasks\n\n", len(st.Tasks))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATE\tLAG\tSTORE\tRESTORED\tRATE\tLEFT")
+	fmt.Fprintln(tw, "TASK\tSTATE\tLAG\tSTORE\tPROGRESS\tRATE\tLEFT")
 	for _, ts := range st.Tasks {
 		task := fmt.Sprintf("%s_%d", ts.Processor, ts.Partition)
 		lag := "-"
 		if ts.Lag >= 0 {
 			lag = fmt.Sprint(ts.Lag)
+		}
+		if m := ts.Migration; m != nil {
+			// A task that migrates a store: its entries migrated of the store's.
+			left := "-"
+			switch {
+			case m.Done:
+				left = "done"
+			case m.ETASeconds >= 0:
+				left = secondsDuration(m.ETASeconds).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s (version %d to %d)\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, m.Store,
+				m.FromVersion, m.ToVersion, m.Migrated, m.Total, m.Rate, left)
+			continue
 		}
 		if len(ts.Restores) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\n", task, ts.State, lag)
