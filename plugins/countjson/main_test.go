@@ -7,43 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/statehost/statehost/plugins/internal/counttest"
 	"github.com/statehost/statehost/pluginsdk/sdktest"
 )
 
-func newDriver(t *testing.T) *sdktest.Driver {
-	t.Helper()
-	d, err := sdktest.New(sdktest.Config{Stores: []string{"counts"}, Outputs: []string{"counts-out"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func emitted(d *sdktest.Driver) []string {
-	var out []string
-	for _, e := range d.TakeEmitted() {
-		v := "<nil>"
-		if e.Value != nil {
-			v = string(e.Value)
-		}
-		out = append(out, fmt.Sprintf("%s=%s", e.Key, v))
-	}
-	return out
-}
-
 // TestCountJSON checks that countjson emits what count emits, and stores JSON.
 func TestCountJSON(t *testing.T) {
-	d := newDriver(t)
-	err := d.Process(sdktest.KV("a", "1"), sdktest.KV("b", "1"), sdktest.KV("a", "anything"),
-		sdktest.Tombstone("b"), sdktest.Tombstone("never"), sdktest.KV("b", "1"), sdktest.KV("", "1"),
-		sdktest.Record{Value: []byte("1")}) // null key: skipped
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"a=1", "b=1", "a=2", "b=<nil>", "never=<nil>", "b=1", "=1"}
-	if got := emitted(d); !slices.Equal(got, want) {
-		t.Fatalf("emitted %q, want %q", got, want)
-	}
+	d := counttest.NewDriver(t)
+	counttest.CheckCounts(t, d)
 	if got := d.Store("counts").All(); !maps.Equal(got, map[string]string{"a": `{"n":2}`, "b": `{"n":1}`, "": `{"n":1}`}) {
 		t.Fatalf("counts = %v", got)
 	}
@@ -51,7 +22,7 @@ func TestCountJSON(t *testing.T) {
 
 // TestMigrateFromCount migrates count's decimal counts, and goes on counting from them.
 func TestMigrateFromCount(t *testing.T) {
-	d := newDriver(t)
+	d := counttest.NewDriver(t)
 	versions, err := d.StoreVersions()
 	if err != nil || !maps.Equal(versions, map[string]int{"counts": 2}) {
 		t.Fatalf("StoreVersions = %v, %v", versions, err)
@@ -76,7 +47,7 @@ func TestMigrateFromCount(t *testing.T) {
 	if err := d.Process(sdktest.KV("w0041", "x"), sdktest.KV("done", "x")); err != nil {
 		t.Fatal(err)
 	}
-	if got := emitted(d); !slices.Equal(got, []string{"w0041=42", "done=10"}) {
+	if got := counttest.Emitted(d); !slices.Equal(got, []string{"w0041=42", "done=10"}) {
 		t.Fatalf("emitted %q", got)
 	}
 }
@@ -84,7 +55,7 @@ func TestMigrateFromCount(t *testing.T) {
 // TestMigrateRefusesGarbage checks that an entry in neither form fails the migration, naming
 // it, and leaves the store as it was.
 func TestMigrateRefusesGarbage(t *testing.T) {
-	d := newDriver(t)
+	d := counttest.NewDriver(t)
 	d.Store("counts").Put("a", []byte("1"))
 	d.Store("counts").Put("bad", []byte("one"))
 	err := d.Migrate("counts", 1)
