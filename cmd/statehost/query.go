@@ -146,15 +146,8 @@ func writeStatus(w io.Writer, st runtime.Status) {
 		}
 		if m := ts.Migration; m != nil {
 			// A task that migrates a store: its entries migrated of the store's.
-			left := "-"
-			switch {
-			case m.Done:
-				left = "done"
-			case m.ETASeconds >= 0:
-				left = secondsDuration(m.ETASeconds).String()
-			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s (version %d to %d)\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, m.Store,
-				m.FromVersion, m.ToVersion, m.Migrated, m.Total, m.Rate, left)
+				m.FromVersion, m.ToVersion, m.Migrated, m.Total, m.Rate, timeLeft(m.Done, m.ETASeconds))
 			continue
 		}
 		if len(ts.Restores) == 0 {
@@ -165,14 +158,8 @@ func writeStatus(w io.Writer, st runtime.Status) {
 			if i > 0 {
 				task, lag = "", ""
 			}
-			left := "-"
-			switch {
-			case rs.Done:
-				left = "done"
-			case rs.ETASeconds >= 0:
-				left = secondsDuration(rs.ETASeconds).String()
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, rs.Store, rs.Restored, rs.Total, rs.Rate, left)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%.0f/s\t%s\n", task, ts.State, lag, rs.Store, rs.Restored, rs.Total, rs.Rate,
+				timeLeft(rs.Done, rs.ETASeconds))
 		}
 	}
 	_ = tw.Flush()
@@ -187,6 +174,18 @@ func writeStatus(w io.Writer, st runtime.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ps.Name, shortHash(ps.Current.Hash), ps.Current.LoadedAt.Format(time.RFC3339), ps.Tasks, prev)
 	}
 	_ = tw.Flush()
+}
+
+// timeLeft is the LEFT column of a restore or migration: "done", the time left, or "-" when
+// not known (eta < 0).
+func timeLeft(done bool, eta float64) string {
+	switch {
+	case done:
+		return "done"
+	case eta >= 0:
+		return secondsDuration(eta).String()
+	}
+	return "-"
 }
 
 // adminGet GETs path from the admin API of cfg's application, following redirects to other
