@@ -69,8 +69,12 @@ func (in *Instance) StoreVersions(ctx context.Context) (map[string]uint32, error
 			return nil, fmt.Errorf("engine: module %s declares version %d for store %q: a version is at least %d",
 				in.mod.name, v, name, abi.DefaultStoreVersion)
 		case v != abi.DefaultStoreVersion && kind != abi.StoreKeyValue:
+			what := "session"
+			if kind == abi.StoreWindow {
+				what = "window"
+			}
 			return nil, fmt.Errorf("engine: module %s declares version %d for store %q, a %s store: only key-value stores have versions",
-				in.mod.name, v, name, storeKindName(kind))
+				in.mod.name, v, name, what)
 		}
 		out[name] = uint32(v)
 	}
@@ -139,14 +143,3 @@ func (it *entryIterator) Key() []byte   { return it.entries[it.at].Key }
 func (it *entryIterator) Value() []byte { return it.entries[it.at].Value }
 func (it *entryIterator) Err() error    { return nil }
 func (it *entryIterator) Close() error  { it.entries = nil; return nil }
-
-// storeKindName names a store type of abi's.
-func storeKindName(kind int32) string {
-	switch kind {
-	case abi.StoreWindow:
-		return "window"
-	case abi.StoreSession:
-		return "session"
-	}
-	return "key-value"
-}
