@@ -150,3 +150,23 @@ func TestMigrateFromGo(t *testing.T) {
 		t.Fatalf("Detail %q does not name the entry", ge.Detail)
 	}
 }
+
+// TestStoreVersionsOfWindowStore checks that a module that declares a version above 1 for a
+// window store is refused, naming the store: only key-value stores have versions.
+func TestStoreVersionsOfWindowStore(t *testing.T) {
+	e, _ := testEngine(t, Config{})
+	r := newRig(t, "other")
+	w, err := r.st.OpenWindow("counts", store.Options{Backend: store.Memory, Kind: store.Window,
+		Window: store.WindowSpec{Size: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.task("migrate")
+	task.Windows, task.Clock = map[string]store.WindowStore{"counts": w}, r.st
+	// The guest's init opens "counts" as a store of any type: it gets the window store.
+	in := instantiate(t, e, "migrate", task)
+	_, err = in.StoreVersions(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `version 2 for store "counts", a window store`) {
+		t.Fatalf("StoreVersions = %v, want a refusal of the window store's version", err)
+	}
+}
