@@ -22,6 +22,12 @@
 //	    partition's start and end offsets on the brokers with the lag of the local checkpoint
 //	    behind the end: the records a restore would read. --json prints the same as one JSON
 //	    object.
+//	statehost state export --config FILE --store STORE [--partition N] [--from auto|local|changelog]
+//	    Print a store's entries as JSON lines (statehost test's stores lines), from the local
+//	    state where its checkpoints are current, else restored from the changelog.
+//	statehost state import --config FILE --store STORE [--force] [--repartition] FILE
+//	    Write such a file into an application's store, its changelog and local state, as a
+//	    run writes; refused while the application runs, or over data without --force.
 //	statehost broker --data-dir DIR [--listen ADDR] [--sync-writes] [--events FILE]
 //	    Run the embedded Kafka-protocol broker (default address 127.0.0.1:9092), its state
 //	    kept in DIR, until SIGINT or SIGTERM. It logs "broker listening" once it accepts

@@ -319,6 +319,9 @@ func (im *importer) write(ctx context.Context, byPart map[int32][]importEntry) e
 			tasks[t.Partition()] = t
 		}
 	}
+	if err := im.checkTTLTime(tasks); err != nil {
+		return err
+	}
 	dropped, written := 0, 0
 	for _, p := range slices.Sorted(maps.Keys(byPart)) {
 		n, d, err := im.writePartition(ctx, tasks[p], byPart[p])
@@ -333,6 +336,28 @@ func (im *importer) write(ctx context.Context, byPart map[int32][]importEntry) e
 		return fmt.Errorf("%d entries were not written: their windows or sessions are closed or expired at the stream time of their task's local state", dropped)
 	}
 	return nil
+}
+
+// checkTTLTime refuses, before anything is written, to write into a task without a stream
+// time the entries of a store whose TTL counts in stream time: the write time of an entry is
+// its task's stream time, and an entry written without one counts as written at time 0, so it
+// would expire at the task's first record. (Write times are not exported: an imported entry
+// is written at the import.)
+func (im *importer) checkTTLTime(tasks map[int32]*changelog.Task) error {
+	if !im.s.spec.TTL.Enabled() || im.s.spec.TTL.Clock != store.TTLStreamTime {
+		return nil
+	}
+	var none []int32
+	for p, t := range tasks {
+		if t.StoreTask().StreamTime() == store.NoTime {
+			none = append(none, p)
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	slices.Sort(none)
+	return fmt.Errorf("store %s has a ttl counted in stream time, and partitions %v have no stream time yet: the entries written there would count as written at time 0, and expire at the first record; import into a store with ttl_clock = \"wall_clock\", or where the application has run", im.s.spec.Name, none)
 }
 
 // writePartition puts entries into the store of t and commits (also on the way, when the
