@@ -354,9 +354,8 @@ func (d *dispatcher) resumeHeld(t *task) {
 }
 
 // quiescing reports whether the loop starts no job now: under exactly-once while a rebalance
-// waits for the open work to commit, and while a configuration reload waits for a commit
-// boundary without jobs (reload.go).
-func (d *dispatcher) quiescing() bool { return d.rt.rebalanceWaits() || d.rt.reload.waiting() }
+// waits for the open work to commit.
+func (d *dispatcher) quiescing() bool { return d.rt.rebalanceWaits() }
 
 // waitJobs waits for the jobs of tasks to end and takes their results in, canceling them
 // first when cancel is set; it returns the first failure of those not canceled. The caller

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,13 +31,14 @@ import (
 //     pass the checks of the start (topics.go). Any problem refuses the whole reload.
 //  2. It creates the new topics and alters the changed changelog configs, as the start would
 //     have.
-//  3. The loop applies the rest at a commit boundary where no job runs and every task is
-//     committed (reload_apply.go): commit_interval; on_error (the tasks take the new policy for
-//     their next call); a store added or removed (its processor's tasks close and restore
-//     again from their checkpoints, their records held); a new processor, which waits
+//  3. The loop applies the rest at a commit boundary where no job runs, no task holds records
+//     and every task is committed (reload_apply.go): commit_interval; on_error (the tasks take
+//     the new policy for their next call); a store added or removed (its processor's tasks
+//     close and restore again from their checkpoints); a new processor, which waits
 //     (processor.pending) until the group enables it: every member of the group has it
-//     (balancer_fleet.go). Reload waits for that boundary (the loop holds new jobs back
-//     meanwhile), for up to reloadWait.
+//     (balancer_fleet.go). Reload waits for that boundary, for up to reloadWait; meanwhile
+//     the instance fetches nothing, so that the tasks finish what they hold and the next
+//     commit (reasonReload) takes all of it.
 //
 // A reload holds the deploys' lock: a deploy waits for it, and it for a deploy.
 
@@ -114,7 +117,7 @@ type reloads struct {
 	serial  sync.Mutex     // one reload at a time
 	current *config.Config // the configuration that runs: New's, then each reload's (guarded by serial)
 
-	mu   sync.Mutex  // a leaf lock: guards plan
+	mu   sync.Mutex  // a leaf lock: guards plan and its drained
 	plan *reloadPlan // prepared, waiting for the loop's next commit boundary (atBoundary)
 
 	pending  atomic.Int32                     // processors added by reloads that the group has not enabled yet
@@ -254,6 +257,9 @@ func (rl *reloads) await(ctx context.Context, plan *reloadPlan) error {
 		taken := rl.plan != plan
 		if !taken {
 			rl.plan = nil
+			if running {
+				rl.undrain(plan)
+			}
 		}
 		rl.mu.Unlock()
 		if taken {
@@ -275,22 +281,51 @@ func (s *signals) wakeLoop() {
 	s.wakeLocked()
 }
 
-// waiting reports whether a reload waits for a commit boundary: the loop starts no job then.
-func (rl *reloads) waiting() bool {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return rl.plan != nil
-}
-
-// due reports whether a reload waits and no job runs: the loop commits now (reasonReload),
-// so that the reload applies at that boundary. The caller holds no lock.
+// due reports whether a reload waits and the loop should commit now (reasonReload) so that it
+// applies at that boundary: no job runs and no task holds records. While a reload waits, the
+// instance fetches nothing (drain): the jobs finish the records the tasks hold, and the
+// commit finds every task settled. The caller holds no lock.
 func (rl *reloads) due() bool {
-	if !rl.waiting() {
+	rl.mu.Lock()
+	p := rl.plan
+	rl.mu.Unlock()
+	if p == nil {
 		return false
 	}
+	rl.drain(p)
 	rl.rt.tasks.mu.Lock()
 	defer rl.rt.tasks.mu.Unlock()
-	return !rl.rt.tasks.anyBusy()
+	return rl.idle()
+}
+
+// idle reports whether no job runs and no task holds records. The caller holds the table's
+// lock.
+func (rl *reloads) idle() bool {
+	for _, t := range rl.rt.tasks.active {
+		if t.busy() || len(t.held) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// drain stops fetching the input topics until p applies or is withdrawn (undrain), once.
+// From the loop's goroutine.
+func (rl *reloads) drain(p *reloadPlan) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if p.drained != nil || rl.plan != p {
+		return
+	}
+	p.drained = slices.Sorted(maps.Keys(rl.rt.readers))
+	rl.rt.kafka.consumer.PauseFetchTopics(p.drained...)
+}
+
+// undrain fetches again what drain stopped. The caller holds rl.mu.
+func (rl *reloads) undrain(p *reloadPlan) {
+	if len(p.drained) > 0 {
+		rl.rt.kafka.consumer.ResumeFetchTopics(p.drained...)
+	}
 }
 
 // publish records the processors this member advertises in its next join. The caller holds

@@ -4,8 +4,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/statehost/statehost/changelog"
 )
 
@@ -15,14 +13,15 @@ import (
 // where no job runs, and replaces the slices and maps the group's goroutine reads whole,
 // never changing them in place.
 
-// atBoundary applies the reload that waits, if any, at this commit boundary, when no job runs
-// and every task is committed; otherwise the reload keeps waiting (the loop starts no job
-// meanwhile, and commits again once none runs: reloads.due). The caller holds the table's lock.
+// atBoundary applies the reload that waits, if any, at this commit boundary, when no job
+// runs, no task holds records and every task is committed; otherwise the reload keeps waiting
+// (fetching nothing meanwhile, the loop commits again once the tasks are idle: reloads.due).
+// The caller holds the table's lock.
 func (rl *reloads) atBoundary() {
 	rl.mu.Lock()
 	p := rl.plan
 	rl.mu.Unlock()
-	if p == nil {
+	if p == nil || !rl.idle() {
 		return
 	}
 	for _, t := range rl.rt.tasks.active {
@@ -33,6 +32,7 @@ func (rl *reloads) atBoundary() {
 	rl.apply(p)
 	rl.mu.Lock()
 	rl.plan = nil
+	rl.undrain(p)
 	rl.mu.Unlock()
 	close(p.applied)
 }
@@ -87,19 +87,16 @@ func (rl *reloads) applyChanged(live, sh *processor, reopen bool) {
 	}
 }
 
-// reopen closes the tasks of p, committed, and assigns them again: they restore their stores
-// (from their checkpoints: little or nothing) with p's new set of stores, and the records they
-// held go to their new selves. Their input partitions pause until they run again. p's standby
-// tasks close too; the next round opens them again with the new stores. The caller holds the
-// table's lock.
+// reopen closes the tasks of p, committed and idle, and assigns them again: they restore their
+// stores (from their checkpoints: little or nothing) with p's new set of stores. Their input
+// partitions pause until they run again. p's standby tasks close too; the next round opens
+// them again with the new stores. The caller holds the table's lock.
 func (rl *reloads) reopen(p *processor) {
 	r := rl.rt
 	var tasks []*task
-	held := map[taskID]map[string][]*kgo.Record{}
 	for _, t := range r.tasks.active {
 		if t.proc == p {
 			tasks = append(tasks, t)
-			held[t.id], t.held = t.held, nil
 		}
 	}
 	stopped := false
@@ -118,8 +115,7 @@ func (rl *reloads) reopen(p *processor) {
 		if !r.tasks.owned(t) {
 			continue
 		}
-		fresh := r.tasks.assign(t.id, p, r)
-		fresh.held = held[t.id]
+		r.tasks.assign(t.id, p, r)
 		rl.pauseInputs(p, t.id.Partition)
 	}
 }

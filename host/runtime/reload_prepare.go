@@ -36,6 +36,7 @@ type reloadPlan struct {
 	subscribe      []string         // input topics to consume
 
 	applied chan struct{} // closed by the loop once it applied the plan
+	drained []string      // the topics fetching stopped for while it waits (reloads.drain; guarded by reloads.mu)
 }
 
 // discard closes what the plan compiled, when it does not apply. A nil plan is fine.
