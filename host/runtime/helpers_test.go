@@ -294,7 +294,14 @@ func committed(t testing.TB, brokers []string, group, topic string) map[int32]in
 // everything produced. A failed produce is reported with Errorf (Fatal is for the test's own
 // goroutine) and ends the production. The test's cleanup stops it too.
 func produceContinuously(t testing.TB, cl *kgo.Client, n int, every time.Duration) (stop func() map[string]int) {
+	return produceKeyedContinuously(t, cl, n, every, nil)
+}
+
+// produceKeyedContinuously is produceContinuously with the key key(i) for the i-th sentence
+// produced (none when key is nil).
+func produceKeyedContinuously(t testing.TB, cl *kgo.Client, n int, every time.Duration, key func(int) []byte) (stop func() map[string]int) {
 	ref := map[string]int{}
+	produced := 0
 	done := make(chan struct{})
 	fed := make(chan struct{})
 	go func() {
@@ -309,6 +316,10 @@ func produceContinuously(t testing.TB, cl *kgo.Client, n int, every time.Duratio
 			recs := make([]*kgo.Record, len(lines))
 			for i, l := range lines {
 				recs[i] = &kgo.Record{Topic: "sentences", Value: []byte(l)}
+				if key != nil {
+					recs[i].Key = key(produced)
+				}
+				produced++
 			}
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Errorf("produce: %v", err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,37 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/internal/topictest"
-	"github.com/statehost/statehost/internal/wordgen"
 )
 
-// reloadHCL is the word count under exactly-once over keyed sentences, which the reload tests
-// change while it runs.
-const reloadHCL = `application_id       = "wc"
-state_dir            = "state"
-processing_guarantee = "exactly_once"
-admin { listen = "" }
-topic "sentences" {
-  partitions = 4
-}
-repartition "words" {
-  partitions = 3
-}
-processor "tokenize" {
-  module  = "{{tokenize}}"
-  inputs  = ["sentences"]
-  outputs = ["words"]
-}
-processor "count" {
-  module  = "{{count}}"
-  inputs  = ["words"]
-  outputs = ["word-counts"]
-  store "counts" {
-    logging {
-      topic_config = { "min.compaction.lag.ms" = "0" }
-    }
-  }
-}
-`
+// reloadHCL is the word count under exactly-once, which the reload tests change while it runs.
+var reloadHCL = eosHCL()
 
 // tallyHCL is a processor that a reload adds: testdata/poison (module %s) over the sentences,
 // counting each sentence under its key in three stores of its own, and emitting "<count>
@@ -67,24 +39,10 @@ processor "tally" {
 }
 `
 
-// events records a Runtime's events (Options.OnEvent).
-type events struct {
-	mu  sync.Mutex
-	evs []Event
-}
-
-func (e *events) add(ev Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.evs = append(e.evs, ev)
-}
-
 // of returns the events of kind, in order.
-func (e *events) of(kind EventKind) []Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (r *eventRecorder) of(kind EventKind) []Event {
 	var out []Event
-	for _, ev := range e.evs {
+	for _, ev := range r.all() {
 		if ev.Kind == kind {
 			out = append(out, ev)
 		}
@@ -93,9 +51,9 @@ func (e *events) of(kind EventKind) []Event {
 }
 
 // tasksRunning returns the partitions of processor's task_running events, sorted.
-func (e *events) tasksRunning(processor string) []int32 {
+func (r *eventRecorder) tasksRunning(processor string) []int32 {
 	var out []int32
-	for _, ev := range e.of(EventTaskRunning) {
+	for _, ev := range r.of(EventTaskRunning) {
 		if ev.Processor == processor && !slices.Contains(out, ev.Partition) {
 			out = append(out, ev.Partition)
 		}
@@ -104,54 +62,53 @@ func (e *events) tasksRunning(processor string) []int32 {
 	return out
 }
 
-// startRecorded starts cfg as start does, without the file watch, recording its events.
-func startRecorded(t *testing.T, cfg string, dir string, brokers []string, mods ...func(*Options)) (*instance, *events) {
+// startRecorded starts cfg (with {{name}} module paths) in dir as start does, without the
+// file watch, recording its events.
+func startRecorded(t *testing.T, cfg string, dir string, brokers []string, mods ...func(*Options)) (*instance, *eventRecorder) {
 	t.Helper()
-	ev := &events{}
+	rec := &eventRecorder{}
 	in := start(t, loadConfig(t, dir, cfg), brokers, append([]func(*Options){func(o *Options) {
-		o.NoWatch, o.OnEvent = true, ev.add
+		o.NoWatch, o.OnEvent = true, rec.add
 	}}, mods...)...)
-	return in, ev
+	return in, rec
 }
 
-// keyedLoad produces wordgen sentences to sentences, each under one of 29 keys, every
-// interval from a goroutine until the returned stop; stop returns the word counts of
-// everything produced.
-func keyedLoad(t *testing.T, cl *kgo.Client, n int, every time.Duration) (stop func() map[string]int) {
-	ref := map[string]int{}
-	done, fed := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(fed)
-		k := 0
-		for seed := 1; ; seed++ {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
-			}
-			lines, more := wordgen.Sentences(n, seed)
-			recs := make([]*kgo.Record, len(lines))
-			for i, l := range lines {
-				recs[i] = &kgo.Record{Topic: "sentences", Key: []byte("s" + strconv.Itoa(k%29)), Value: []byte(l)}
-				k++
-			}
-			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			for w, c := range more {
-				ref[w] += c
-			}
-		}
-	}()
-	var once sync.Once
-	stop = func() map[string]int {
-		once.Do(func() { close(done) })
-		<-fed
-		return ref
+// underLoad is an instance of reloadHCL that counts keyed sentences produced continuously.
+type underLoad struct {
+	in      *instance
+	ev      *eventRecorder
+	dir     string
+	brokers []string
+	cl      *kgo.Client
+	stop    func() map[string]int // stops the input, and returns its word counts
+}
+
+// startUnderLoad starts src (reloadHCL, changed) on a new broker, feeds it 20 sentences every
+// 50ms, each under one of 29 keys, and waits for its first counts.
+func startUnderLoad(t *testing.T, src string, mods ...func(*Options)) *underLoad {
+	t.Helper()
+	u := &underLoad{dir: t.TempDir(), brokers: cluster(t)}
+	u.in, u.ev = startRecorded(t, src, u.dir, u.brokers, mods...)
+	u.cl, _ = client(t, u.brokers)
+	u.stop = produceKeyedContinuously(t, u.cl, 20, 50*time.Millisecond, func(i int) []byte { return []byte("s" + strconv.Itoa(i%29)) })
+	waitFor(t, 60*time.Second, "counts under load", func() bool { return len(topictest.Read(t, u.brokers, "word-counts", true)) > 300 })
+	return u
+}
+
+// finish stops the input (adding more to its word counts: the words of records produced
+// besides), waits until everything is processed, checks the word count's outputs and
+// changelog for exactly-once, and stops the instance.
+func (u *underLoad) finish(t *testing.T, more map[string]int) {
+	t.Helper()
+	ref := u.stop()
+	for w, n := range more {
+		ref[w] += n
 	}
-	t.Cleanup(func() { stop() })
-	return stop
+	drained(t, u.brokers, ref)
+	checkExactlyOnce(t, u.brokers, ref)
+	if err := u.in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }
 
 // drained waits until the group has committed every sentence (each processor that reads them
