@@ -415,3 +415,53 @@ processor "count" {
 		}
 	}
 }
+
+// TestStateImportTTLStreamTime: import refuses to write into a store whose ttl counts in
+// stream time through tasks that have no stream time (an application that never ran), and
+// writes nothing; with ttl_clock = "wall_clock" it writes, and the entries export back.
+func TestStateImportTTLStreamTime(t *testing.T) {
+	broker := startBroker(t, brokerOptions{})
+	mods := buildModules(t)
+	dir := t.TempDir()
+	cl := testClient(t, broker.addr)
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 2, -1, nil, "words"); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, dir, "in.jsonl", `{"store":"counts","partition":1,"key":"a","value":"3"}`+"\n")
+	for _, clock := range []string{"stream_time", "wall_clock"} {
+		cfg := writeFile(t, dir, clock+".hcl", fmt.Sprintf(`application_id = "ttl-%s"
+state_dir      = "state"
+kafka {
+  brokers = [%q]
+}
+admin {
+  listen = ""
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  store "counts" {
+    ttl       = "1h"
+    ttl_clock = %q
+  }
+}
+`, clock, broker.addr, mods["count"], clock))
+		r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", file)
+		if clock == "wall_clock" {
+			if r.code != 0 {
+				t.Fatalf("import with ttl_clock = wall_clock: %s", r)
+			}
+			if got := stateExport(t, cfg, "counts"); got != `{"store":"counts","partition":1,"key":"a","value":"3"}`+"\n" {
+				t.Errorf("export after the import: %q", got)
+			}
+			continue
+		}
+		if r.code != 1 || !strings.Contains(r.stderr, "ttl counted in stream time") {
+			t.Errorf("import with ttl_clock = stream_time: %s\nwant exit 1: no stream time", r)
+		}
+		if got := stateExport(t, cfg, "counts", "--from", "changelog"); got != "" {
+			t.Errorf("the refused import wrote %q", got)
+		}
+	}
+}
