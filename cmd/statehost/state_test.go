@@ -465,3 +465,46 @@ processor "count" {
 		}
 	}
 }
+
+// TestStateLoggingDisabled: a store with logging disabled has only its local state: import
+// writes it there (creating the state directory), export reads it back, and export --from
+// changelog is refused.
+func TestStateLoggingDisabled(t *testing.T) {
+	broker := startBroker(t, brokerOptions{})
+	mods := buildModules(t)
+	dir := t.TempDir()
+	cl := testClient(t, broker.addr)
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 2, -1, nil, "words"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, dir, "app.hcl", fmt.Sprintf(`application_id = "unlogged"
+state_dir      = "state"
+kafka {
+  brokers = [%q]
+}
+admin {
+  listen = ""
+}
+processor "count" {
+  module  = %q
+  inputs  = ["words"]
+  store "counts" {
+    logging {
+      enabled = false
+    }
+  }
+}
+`, broker.addr, mods["count"]))
+	lines := `{"store":"counts","partition":0,"key":"a","value":"1"}` + "\n" + `{"store":"counts","partition":1,"key":"b","value":"2"}` + "\n"
+	if r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", writeFile(t, dir, "in.jsonl", lines)); r.code != 0 {
+		t.Fatalf("import: %s", r)
+	}
+	if got := stateExport(t, cfg, "counts"); got != lines {
+		t.Errorf("export after the import:\n%s\nwant\n%s", got, lines)
+	}
+	r := runCLI(t.Context(), "", "state", "export", "--config", cfg, "--store", "counts", "--from", "changelog")
+	if r.code != 1 || !strings.Contains(r.stderr, "logging disabled") {
+		t.Errorf("export --from changelog: %s\nwant exit 1: no changelog", r)
+	}
+}
