@@ -93,6 +93,19 @@ func kfakeCluster(t testing.TB) (*kfake.Cluster, []string) {
 // loadConfig parses src as a config file in dir, with {{name}} replaced by module paths.
 func loadConfig(t testing.TB, dir, src string) *config.Config {
 	t.Helper()
+	cfg, diags := config.Load(writeConfig(t, dir, src), config.Options{})
+	if diags.HasErrors() {
+		var b strings.Builder
+		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
+		t.Fatalf("config: %s", b.String())
+	}
+	return cfg
+}
+
+// writeConfig writes src, its {{name}} replaced by module paths, as dir's app.hcl, without
+// loading it, and returns its path.
+func writeConfig(t testing.TB, dir, src string) string {
+	t.Helper()
 	for name, path := range modules {
 		src = strings.ReplaceAll(src, "{{"+name+"}}", path)
 	}
@@ -100,13 +113,7 @@ func loadConfig(t testing.TB, dir, src string) *config.Config {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load(path, config.Options{})
-	if diags.HasErrors() {
-		var b strings.Builder
-		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
-		t.Fatalf("config: %s", b.String())
-	}
-	return cfg
+	return path
 }
 
 // newDiagnostics runs New on cfg, which must fail with a *DiagnosticsError; it returns the

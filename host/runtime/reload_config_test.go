@@ -3,8 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -254,20 +252,6 @@ func TestReloadRefused(t *testing.T) {
 		t.Errorf("changes %q after the refusals, want only commit_interval against the running configuration", res.Changes)
 	}
 	u.finish(t, nil)
-}
-
-// writeConfig writes src, its {{name}} replaced by module paths, as dir's app.hcl, without
-// loading it, and returns its path.
-func writeConfig(t *testing.T, dir, src string) string {
-	t.Helper()
-	for name, path := range modules {
-		src = strings.ReplaceAll(src, "{{"+name+"}}", path)
-	}
-	path := filepath.Join(dir, "app.hcl")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // lineOf returns the 1-based number of the first line of src that is line.
