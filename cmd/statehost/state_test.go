@@ -420,33 +420,10 @@ processor "count" {
 // stream time through tasks that have no stream time (an application that never ran), and
 // writes nothing; with ttl_clock = "wall_clock" it writes, and the entries export back.
 func TestStateImportTTLStreamTime(t *testing.T) {
-	broker := startBroker(t, brokerOptions{})
-	mods := buildModules(t)
-	dir := t.TempDir()
-	cl := testClient(t, broker.addr)
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 2, -1, nil, "words"); err != nil {
-		t.Fatal(err)
-	}
+	dir, countsApp := stateCountsApps(t)
 	file := writeFile(t, dir, "in.jsonl", `{"store":"counts","partition":1,"key":"a","value":"3"}`+"\n")
 	for _, clock := range []string{"stream_time", "wall_clock"} {
-		cfg := writeFile(t, dir, clock+".hcl", fmt.Sprintf(`application_id = "ttl-%s"
-state_dir      = "state"
-kafka {
-  brokers = [%q]
-}
-admin {
-  listen = ""
-}
-processor "count" {
-  module  = %q
-  inputs  = ["words"]
-  store "counts" {
-    ttl       = "1h"
-    ttl_clock = %q
-  }
-}
-`, clock, broker.addr, mods["count"], clock))
+		cfg := countsApp("ttl-"+clock, fmt.Sprintf("ttl       = \"1h\"\n    ttl_clock = %q", clock))
 		r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", file)
 		if clock == "wall_clock" {
 			if r.code != 0 {
@@ -470,15 +447,37 @@ processor "count" {
 // writes it there (creating the state directory), export reads it back, and export --from
 // changelog is refused.
 func TestStateLoggingDisabled(t *testing.T) {
+	dir, countsApp := stateCountsApps(t)
+	cfg := countsApp("unlogged", "logging {\n      enabled = false\n    }")
+	lines := `{"store":"counts","partition":0,"key":"a","value":"1"}` + "\n" + `{"store":"counts","partition":1,"key":"b","value":"2"}` + "\n"
+	if r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", writeFile(t, dir, "in.jsonl", lines)); r.code != 0 {
+		t.Fatalf("import: %s", r)
+	}
+	if got := stateExport(t, cfg, "counts"); got != lines {
+		t.Errorf("export after the import:\n%s\nwant\n%s", got, lines)
+	}
+	r := runCLI(t.Context(), "", "state", "export", "--config", cfg, "--store", "counts", "--from", "changelog")
+	if r.code != 1 || !strings.Contains(r.stderr, "logging disabled") {
+		t.Errorf("export --from changelog: %s\nwant exit 1: no changelog", r)
+	}
+}
+
+// stateCountsApps starts a broker with the topic words (2 partitions) and returns a
+// directory and a function that writes there the configuration of application app, whose
+// processor count (plugins/count) reads words into the store counts, with the attributes
+// store in the store's block; it returns the configuration's path.
+func stateCountsApps(t *testing.T) (dir string, countsApp func(app, store string) string) {
+	t.Helper()
 	broker := startBroker(t, brokerOptions{})
 	mods := buildModules(t)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	cl := testClient(t, broker.addr)
 	defer cl.Close()
 	if _, err := kadm.NewClient(cl).CreateTopics(t.Context(), 2, -1, nil, "words"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeFile(t, dir, "app.hcl", fmt.Sprintf(`application_id = "unlogged"
+	return dir, func(app, store string) string {
+		return writeFile(t, dir, app+".hcl", fmt.Sprintf(`application_id = %q
 state_dir      = "state"
 kafka {
   brokers = [%q]
@@ -490,21 +489,9 @@ processor "count" {
   module  = %q
   inputs  = ["words"]
   store "counts" {
-    logging {
-      enabled = false
-    }
+    %s
   }
 }
-`, broker.addr, mods["count"]))
-	lines := `{"store":"counts","partition":0,"key":"a","value":"1"}` + "\n" + `{"store":"counts","partition":1,"key":"b","value":"2"}` + "\n"
-	if r := runCLI(t.Context(), "", "state", "import", "--config", cfg, "--store", "counts", writeFile(t, dir, "in.jsonl", lines)); r.code != 0 {
-		t.Fatalf("import: %s", r)
-	}
-	if got := stateExport(t, cfg, "counts"); got != lines {
-		t.Errorf("export after the import:\n%s\nwant\n%s", got, lines)
-	}
-	r := runCLI(t.Context(), "", "state", "export", "--config", cfg, "--store", "counts", "--from", "changelog")
-	if r.code != 1 || !strings.Contains(r.stderr, "logging disabled") {
-		t.Errorf("export --from changelog: %s\nwant exit 1: no changelog", r)
+`, app, broker.addr, mods["count"], store))
 	}
 }

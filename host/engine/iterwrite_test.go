@@ -33,15 +33,7 @@ func TestWriteWhileIterating(t *testing.T) {
 		{"memory+coalescing", store.Options{Backend: store.Memory, Coalesce: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := store.Open(store.Settings{Dir: t.TempDir(), MemoryBytes: 8 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			st, err := m.OpenTask("test", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := newRig(t).st
 			s, err := st.Open("s", tc.opts)
 			if err != nil {
 				t.Fatal(err)
