@@ -129,6 +129,10 @@ func (sb *standbys) sync(ctx context.Context) {
 		default:
 		}
 	}
+	if sb.rt.tasks.restoring() {
+		sb.hold(want)
+		return
+	}
 	same := len(want) == len(sb.rt.tasks.standby)
 	for id := range want {
 		same = same && sb.rt.tasks.standby[id] != nil
@@ -145,19 +149,7 @@ func (sb *standbys) sync(ctx context.Context) {
 	}
 	sb.retryAt = time.Time{}
 	sb.stopFollower()
-	for id, cl := range sb.rt.tasks.standby {
-		if want[id] {
-			continue
-		}
-		if t := sb.rt.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
-			// Active here now: the task takes the standby's open stores over, memory stores
-			// included, and its restore applies only what the standby had not.
-			sb.rt.tasks.promote(id)
-			sb.rt.log.Info("standby task promoted to active", "processor", id.Processor, "partition", id.Partition)
-			continue
-		}
-		sb.close(id, cl)
-	}
+	sb.promoteOrClose(want)
 	for _, id := range slices.SortedFunc(maps.Keys(want), compareTaskID) {
 		if sb.rt.tasks.standby[id] != nil || !sb.want[id] {
 			continue // open, or kept open only until its active task arrives
@@ -184,6 +176,38 @@ func (sb *standbys) sync(ctx context.Context) {
 	sb.cancel, sb.done = cancel, done
 	go func() { done <- sb.rt.kafka.follower.Follow(fctx, cls...) }()
 	sb.rt.log.Debug("standby tasks follow their changelogs", "tasks", len(cls))
+}
+
+// hold keeps the standbys still while active tasks here wait for their restores: the
+// follower stops, and no standby opens, so that the restores have the machine's CPU, disk
+// and fetches to themselves, as Kafka Streams' changelog reader updates standbys only once no
+// active task restores. The standbys whose tasks became active here are handed over, and
+// those no longer wanted close; the next sync after the restores opens the new standbys and
+// restarts the follower, from their checkpoints. The caller holds the table's lock.
+func (sb *standbys) hold(want map[taskID]bool) {
+	if sb.cancel != nil {
+		sb.stopFollower()
+		sb.rt.log.Debug("standby tasks hold while active tasks restore")
+	}
+	sb.promoteOrClose(want)
+}
+
+// promoteOrClose hands the standbys whose tasks became active here to them, and closes the
+// others that want does not hold. The follower is stopped; the caller holds the table's lock.
+func (sb *standbys) promoteOrClose(want map[taskID]bool) {
+	for id, cl := range sb.rt.tasks.standby {
+		if want[id] {
+			continue
+		}
+		if t := sb.rt.tasks.active[id]; t != nil && t.cl == nil && t.state == stateAssigned {
+			// Active here now: the task takes the standby's open stores over, memory stores
+			// included, and its restore applies only what the standby had not.
+			sb.rt.tasks.promote(id)
+			sb.rt.log.Info("standby task promoted to active", "processor", id.Processor, "partition", id.Partition)
+			continue
+		}
+		sb.close(id, cl)
+	}
 }
 
 // followerStopped handles the follower's end on its own (a fetch failed, a changelog was

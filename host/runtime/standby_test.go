@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/statehost/statehost/restore"
 
 	"github.com/statehost/statehost/internal/wordgen"
 )
@@ -175,3 +178,90 @@ processor "count" {
 	produceKeyed(t, cl, "keys", more)
 	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
 }
+
+// TestStandbysWaitForRestores: a second instance joins with standby_replicas = 1 and gets
+// one of the two count tasks, whose restore is held as it begins, and a standby of the
+// other. While its active task restores, its standby applies nothing of its changelog, which
+// the first instance goes on writing (the restore has the machine to itself); once the
+// restore is done, the standby catches up.
+func TestStandbysWaitForRestores(t *testing.T) {
+	brokers := cluster(t)
+	src := `
+application_id   = "hold"
+commit_interval  = "100ms"
+standby_replicas = 1
+admin { listen = "" }
+topic "keys" {
+  partitions = 2
+}
+processor "count" {
+  module  = "{{count}}"
+  inputs  = ["keys"]
+  outputs = ["key-counts"]
+  store "counts" {}
+}
+`
+	cl, _ := client(t, brokers)
+	a := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	ref := map[string]int{}
+	keys := func(from, to int) []string {
+		ks := make([]string, 0, to-from)
+		for i := from; i < to; i++ {
+			ks = append(ks, "k"+strconv.Itoa(i)) // distinct keys: the changelog does not compact away
+			ref[ks[len(ks)-1]]++
+		}
+		return ks
+	}
+	produceKeyed(t, cl, "keys", keys(0, 4000))
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+
+	gate := &restoreGate{began: make(chan struct{}), open: make(chan struct{})}
+	b := start(t, loadConfig(t, t.TempDir(), src), brokers, func(o *Options) { o.RestoreListener = gate })
+	defer gate.release()
+	select {
+	case <-gate.began:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the newcomer began no restore of an active task")
+	}
+	// standbyApplied sums what b's standby tasks applied of their changelogs.
+	standbyApplied := func() int64 {
+		var n int64
+		for _, ts := range b.rt.Status().Tasks {
+			if ts.State == "standby" {
+				for _, rs := range ts.Restores {
+					n += rs.Restored
+				}
+			}
+		}
+		return n
+	}
+	// The first instance counts more keys of both partitions meanwhile, and logs them: a
+	// standby that followed would apply those of the task the first instance kept.
+	before := standbyApplied()
+	produceKeyed(t, cl, "keys", keys(4000, 4400))
+	time.Sleep(2 * time.Second)
+	if after := standbyApplied(); after != before {
+		t.Errorf("while its active task restored, the newcomer's standbys applied %d changelog records, want none", after-before)
+	}
+	gate.release()
+	waitFor(t, 60*time.Second, "the newcomer to run a task and the other's standby to catch up", func() bool {
+		return running(b.rt) == 1 && running(a.rt) == 1 && standbysCaughtUp(a.rt, b.rt) == 2
+	})
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+}
+
+// restoreGate holds the first restore of an active task as it begins, until release.
+type restoreGate struct {
+	once, released sync.Once
+	began, open    chan struct{}
+}
+
+func (g *restoreGate) OnRestoreStart(restore.StartEvent) {
+	g.once.Do(func() {
+		close(g.began)
+		<-g.open
+	})
+}
+func (g *restoreGate) OnBatchRestored(restore.BatchEvent) {}
+func (g *restoreGate) OnRestoreEnd(restore.EndEvent)      {}
+func (g *restoreGate) release()                           { g.released.Do(func() { close(g.open) }) }
