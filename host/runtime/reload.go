@@ -117,8 +117,9 @@ type reloads struct {
 	serial  sync.Mutex     // one reload at a time
 	current *config.Config // the configuration that runs: New's, then each reload's (guarded by serial)
 
-	mu   sync.Mutex  // a leaf lock: guards plan and its drained
-	plan *reloadPlan // prepared, waiting for the loop's next commit boundary (atBoundary)
+	mu     sync.Mutex  // a leaf lock: guards plan and its drained, and resume
+	plan   *reloadPlan // prepared, waiting for the loop's next commit boundary (atBoundary)
+	resume []string    // the topics a withdrawn plan drained, for the loop to fetch again
 
 	pending  atomic.Int32                     // processors added by reloads that the group has not enabled yet
 	adv      atomic.Pointer[[]advertisedProc] // the processors this member advertises (publish)
@@ -257,9 +258,7 @@ func (rl *reloads) await(ctx context.Context, plan *reloadPlan) error {
 		taken := rl.plan != plan
 		if !taken {
 			rl.plan = nil
-			if running {
-				rl.undrain(plan)
-			}
+			rl.resume = plan.drained // the loop fetches them again (due)
 		}
 		rl.mu.Unlock()
 		if taken {
@@ -288,6 +287,10 @@ func (s *signals) wakeLoop() {
 func (rl *reloads) due() bool {
 	rl.mu.Lock()
 	p := rl.plan
+	if rl.resume != nil { // a plan withdrawn while it drained
+		rl.rt.kafka.consumer.ResumeFetchTopics(rl.resume...)
+		rl.resume = nil
+	}
 	rl.mu.Unlock()
 	if p == nil {
 		return false
@@ -309,8 +312,8 @@ func (rl *reloads) idle() bool {
 	return true
 }
 
-// drain stops fetching the input topics until p applies or is withdrawn (undrain), once.
-// From the loop's goroutine.
+// drain stops fetching the input topics until p applies (undrain) or is withdrawn (due
+// resumes them), once. From the loop's goroutine.
 func (rl *reloads) drain(p *reloadPlan) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
@@ -321,7 +324,7 @@ func (rl *reloads) drain(p *reloadPlan) {
 	rl.rt.kafka.consumer.PauseFetchTopics(p.drained...)
 }
 
-// undrain fetches again what drain stopped. The caller holds rl.mu.
+// undrain fetches again what drain stopped. The caller holds rl.mu; from the loop's goroutine.
 func (rl *reloads) undrain(p *reloadPlan) {
 	if len(p.drained) > 0 {
 		rl.rt.kafka.consumer.ResumeFetchTopics(p.drained...)
