@@ -1,4 +1,6 @@
-// Package config loads and validates a statehost application's HCL configuration.
+// Package config loads and validates a statehost application's HCL configuration, and
+// compares two of them for a reload of a running application (Diff: what applies live, and a
+// diagnostic for everything else).
 //
 // Load (or Parse) decodes the file with hashicorp/hcl/v2 and checks it completely: every
 // problem is an hcl.Diagnostic with the source range it is about (duplicates also say, in
