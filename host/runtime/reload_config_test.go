@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +16,48 @@ import (
 )
 
 // TestReloadAddsProcessor reloads, under continuous input and exactly-once, a configuration
-// that adds a processor with three stores reading the sentences the word count reads: its
-// topics (output, changelogs) are created, the group enables it (one instance: at once) and
-// its four tasks run; its outputs are exact from its start on each partition, and the word
-// count's stay exact across the reload.
+// that adds a processor with three stores reading the sentences the word count reads, and
+// another one reading a new topic: their topics (outputs, changelogs, the new input) are
+// created, the group enables them (one instance: at once) and their tasks run; the first
+// one's outputs are exact from its start on each partition, the second one's from the start
+// of its topic, and the word count's stay exact across the reload.
 func TestReloadAddsProcessor(t *testing.T) {
 	u := startUnderLoad(t, reloadHCL)
 	poison := buildPoison(t, t.TempDir())
-	res := mustReload(t, u.in, u.dir, reloadHCL+fmt.Sprintf(tallyHCL, poison))
-	if !slices.Equal(res.Changes, []string{`processor "tally" added`}) {
-		t.Fatalf("reload changes %q, want tally added", res.Changes)
+	clicks := strings.NewReplacer(`processor "tally"`, `processor "clickcount"`, `["sentences"]`, `["clicks"]`,
+		`-sentences"`, `-clicks"`, `"sentence-tallies"`, `"click-tallies"`).Replace(fmt.Sprintf(tallyHCL, poison))
+	res := mustReload(t, u.in, u.dir, reloadHCL+fmt.Sprintf(tallyHCL, poison)+"topic \"clicks\" {\n  partitions = 2\n}\n"+clicks)
+	if want := []string{`topic "clicks" added`, `processor "tally" added`, `processor "clickcount" added`}; !slices.Equal(res.Changes, want) {
+		t.Fatalf("reload changes %q, want %q", res.Changes, want)
 	}
 	if rs := u.ev.of(EventConfigReloaded); len(rs) != 1 || rs[0].Reason != "api" || !slices.Equal(rs[0].Changes, res.Changes) {
 		t.Fatalf("config_reloaded events %+v, want one with the changes", rs)
 	}
-	waitFor(t, 60*time.Second, "tally enabled and its 4 tasks running", func() bool {
-		return len(u.ev.of(EventProcessorEnabled)) == 1 && len(u.ev.tasksRunning("tally")) == 4
+	waitFor(t, 60*time.Second, "tally and clickcount enabled, their tasks running", func() bool {
+		return len(u.ev.of(EventProcessorEnabled)) == 2 && len(u.ev.tasksRunning("tally")) == 4 && len(u.ev.tasksRunning("clickcount")) == 2
 	})
+	want := map[string]int{}
+	for i := range 60 {
+		key := "c" + strconv.Itoa(i%7)
+		produceKeyedValue(t, u.cl, "clicks", key, "click")
+		want[key]++
+	}
+	waitFor(t, 60*time.Second, "every click counted", func() bool {
+		h := topictest.Histories(t, u.brokers, "click-tallies")
+		for k, n := range want {
+			if len(h[k]) < n {
+				return false
+			}
+		}
+		return true
+	})
+	for k, vals := range topictest.Histories(t, u.brokers, "click-tallies") {
+		for i, v := range vals {
+			if kv, _, _ := strings.Cut(v, " "); kv != strconv.Itoa(i+1) || len(vals) != want[k] {
+				t.Fatalf("clickcount of key %q: %v, want 1..%d", k, vals, want[k])
+			}
+		}
+	}
 	_, adm := client(t, u.brokers)
 	topics, err := adm.ListTopics(t.Context(), "sentence-tallies", "wc-counts-sentences-changelog", "wc-windows-sentences-changelog", "wc-sessions-sentences-changelog")
 	if err != nil {
