@@ -257,7 +257,7 @@ func (r *Runtime) Handler() http.Handler {
 	if r.cfg.Admin.Token != "" {
 		api = requireToken(mux, r.cfg.Admin.Token, r.cfg.Admin.MetricsPublic)
 	}
-	return console.Wrap(api)
+	return guardBrowsers(console.Wrap(api), r.cfg.Admin.Token)
 }
 
 // postModule is POST /v1/processors/{name}/module: it deploys the body as the module of the

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +15,11 @@ import (
 // it got) and every endpoint is open to the local machine. With a token, every request must
 // carry "Authorization: Bearer <token>", /metrics excepted when admin.metrics_public is set;
 // any other answers 401 with a WWW-Authenticate header (RFC 6750) and {"error": "..."}.
+//
+// Browsers are kept from using the API on a user's behalf (guardBrowsers): a web page of
+// another origin cannot make a request that changes anything (a deploy, a reload), and
+// without a token a request must name the listener by an IP address or "localhost", so that a
+// page whose host name an attacker points at 127.0.0.1 (DNS rebinding) reaches nothing.
 
 // adminRealm is the realm of the WWW-Authenticate header of a 401.
 const adminRealm = "statehost"
@@ -43,6 +49,39 @@ func requireToken(next http.Handler, token string, metricsPublic bool) http.Hand
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeError(w, http.StatusUnauthorized, errors.New(msg))
 	})
+}
+
+// guardBrowsers wraps next with the browser protections of the admin API: a request that is
+// not GET, HEAD or OPTIONS from another origin (its Sec-Fetch-Site or Origin header says so)
+// answers 403 (http.CrossOriginProtection), and, without a token, so does a request whose
+// Host is neither an IP address nor localhost. Clients that are not browsers (statehost's
+// commands, curl, peers) send neither header and name the listener by its address.
+func guardBrowsers(next http.Handler, token string) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusForbidden, errors.New("cross-origin request refused: the admin API changes nothing for a page of another origin"))
+	}))
+	guarded := cop.Handler(next)
+	if token != "" {
+		return guarded
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !literalHost(req.Host) {
+			writeError(w, http.StatusForbidden, fmt.Errorf("host %q refused: without admin.token, name the admin listener by its IP address or localhost", req.Host))
+			return
+		}
+		guarded.ServeHTTP(w, req)
+	})
+}
+
+// literalHost reports whether the Host header host (with or without a port) is an IP address
+// or localhost.
+func literalHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return net.ParseIP(host) != nil || strings.EqualFold(host, "localhost")
 }
 
 // bearerToken returns the token of an Authorization header "Bearer <token>" (the scheme in
