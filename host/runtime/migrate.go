@@ -63,7 +63,7 @@ type storeMigration struct {
 // guards both; what tasks migrate is in the tasks (task.mig, under the table's lock).
 type migrations struct {
 	mu         sync.Mutex
-	versions   map[*engine.Module]map[string]uint32
+	versions   map[procModule]map[string]uint32 // by processor too: processors that share a module have other stores
 	scratch    *store.Manager
 	scratchDir string
 	scratchN   int32 // scratch tasks opened, which names the next
@@ -72,10 +72,16 @@ type migrations struct {
 	migratedTo map[*engine.Module]bool
 }
 
-// versionsOf returns the version mod declares for each store of p, asking it once (trial).
+// procModule is a module of a processor.
+type procModule struct {
+	p   *processor
+	mod *engine.Module
+}
+
+// versionsOf returns the version mod declares for each store of p, asking it once (probe).
 func (dp *deploys) versionsOf(ctx context.Context, p *processor, mod *engine.Module) (map[string]uint32, error) {
 	dp.mig.mu.Lock()
-	v, ok := dp.mig.versions[mod]
+	v, ok := dp.mig.versions[procModule{p, mod}]
 	dp.mig.mu.Unlock()
 	if ok {
 		return v, nil
@@ -103,9 +109,9 @@ func (dp *deploys) probe(ctx context.Context, p *processor, mod *engine.Module) 
 	}
 	dp.mig.mu.Lock()
 	if dp.mig.versions == nil {
-		dp.mig.versions = map[*engine.Module]map[string]uint32{}
+		dp.mig.versions = map[procModule]map[string]uint32{}
 	}
-	dp.mig.versions[mod] = versions
+	dp.mig.versions[procModule{p, mod}] = versions
 	dp.mig.mu.Unlock()
 	return versions, nil
 }
@@ -170,8 +176,24 @@ func (dp *deploys) scratchTask(p *processor) (*store.Task, engine.Task, error) {
 func (dp *deploys) forget(mod *engine.Module) {
 	dp.mig.mu.Lock()
 	defer dp.mig.mu.Unlock()
-	delete(dp.mig.versions, mod)
+	for k := range dp.mig.versions {
+		if k.mod == mod {
+			delete(dp.mig.versions, k)
+		}
+	}
 	delete(dp.mig.migratedTo, mod)
+}
+
+// forgetStores forgets the store versions asked of p's modules: p's stores changed (a reload),
+// and the next start of its tasks asks them again.
+func (dp *deploys) forgetStores(p *processor) {
+	dp.mig.mu.Lock()
+	defer dp.mig.mu.Unlock()
+	for k := range dp.mig.versions {
+		if k.p == p {
+			delete(dp.mig.versions, k)
+		}
+	}
 }
 
 // closeScratch closes the scratch state, if it was opened, and deletes it.

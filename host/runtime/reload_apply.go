@@ -77,9 +77,7 @@ func (rl *reloads) applyChanged(live, sh *processor, reopen bool) {
 	if reopen {
 		// The store versions its module declares were asked over its former stores
 		// (migrate.go): the tasks' start asks again, over the new ones.
-		r.deploy.mig.mu.Lock()
-		delete(r.deploy.mig.versions, live.mod)
-		r.deploy.mig.mu.Unlock()
+		r.deploy.forgetStores(live)
 		rl.reopen(live)
 		return
 	}
