@@ -452,7 +452,7 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	for _, t := range opened {
 		// A task whose stores hold an older version than its module declares migrates first,
 		// and starts its plugin after (migrate.go).
-		migrates, err := r.deploy.planStart(ctx, t)
+		migrates, err := r.deploy.planStart(context.WithoutCancel(ctx), t) // a stop request waits for the trial
 		if err != nil {
 			return err
 		}
