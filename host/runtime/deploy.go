@@ -68,7 +68,7 @@ type deploys struct {
 	versionsAt time.Time                         // when versions was stored (the loop's)
 }
 
-// switchWait bounds how long Deploy waits for the running tasks to switch.
+// switchWait bounds how long Deploy waits for the next running task to switch.
 const switchWait = 2 * time.Minute
 
 // Deploy makes wasm (from source: a file, or "deploy") the module of the processor name, while the application runs.
@@ -145,16 +145,17 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	return res, err
 }
 
-// awaitSwitch waits, for up to switchWait, until the loop has switched every running task of
-// p to mod, and returns how many there are; or until p went back to prev, its previous module,
-// because a task could not start mod (ErrSwitchFailed), or the application stopped. The caller
-// holds no lock.
+// awaitSwitch waits until the loop has switched every running task of p to mod, for up to
+// switchWait since a task last switched, and returns how many there are; or until p went back
+// to prev, its previous module, because a task could not start mod (ErrSwitchFailed), or the
+// application stopped. The caller holds no lock.
 func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Module, prev ModuleVersion) (int, error) {
 	name := p.cfg.Name
-	wctx, cancel := context.WithTimeout(ctx, switchWait)
-	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	// The wait is switchWait since the last task switched: tasks that migrate their stores
+	// switch one after the other.
+	deadline, switched := time.Now().Add(switchWait), 0
 	for {
 		dp.rt.tasks.mu.Lock()
 		n, left, serr := dp.switchProgress(p, mod)
@@ -174,10 +175,14 @@ func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Mo
 			dp.rt.tasks.mu.Unlock()
 			dp.rt.log.Info("module switched", "processor", name, "hash", short(mod.Hash()), "tasks", n)
 			return n, nil
+		case n > switched:
+			deadline, switched = time.Now().Add(switchWait), n
+		case time.Now().After(deadline):
+			return 0, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.DeadlineExceeded)
 		}
 		select {
-		case <-wctx.Done():
-			return 0, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.Cause(wctx))
+		case <-ctx.Done():
+			return 0, fmt.Errorf("runtime: processor %s: %d tasks have not switched yet: %w", name, left, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
