@@ -28,6 +28,9 @@ type TaskStatus struct {
 	// the ends last seen (0 for a running task, which writes them; -1 when not known yet).
 	Lag      int64         `json:"lag"`
 	Restores []StoreStatus `json:"restores,omitempty"`
+	// Module is the SHA-256 of the module it runs (a running task; one that migrates runs none
+	// until its migration commits).
+	Module string `json:"module,omitempty"`
 	// StoreVersions are the versions of its key-value stores' entries, as of its start or its
 	// last migration (migrate.go).
 	StoreVersions map[string]uint32 `json:"store_versions,omitempty"`

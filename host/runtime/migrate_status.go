@@ -52,6 +52,13 @@ func (b *statusBoard) migrated(id taskID) {
 	}
 }
 
+// setModule shows the hash of the module task id runs.
+func (b *statusBoard) setModule(id taskID, hash string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.task(id).Module = hash
+}
+
 // setVersions shows the versions of task id's stores.
 func (b *statusBoard) setVersions(id taskID, versions map[string]uint32) {
 	b.mu.Lock()

@@ -99,6 +99,11 @@ func TestMigratingDeployUnderLoad(t *testing.T) {
 	if v := storeVersions(in.rt, "count"); !maps.Equal(v, map[int32]uint32{0: 2, 1: 2, 2: 2}) {
 		t.Errorf("store versions after the deploy = %v, want 2 everywhere", v)
 	}
+	for _, ts := range in.rt.Status().Tasks {
+		if ts.Processor == "count" && ts.Module != res.Version.Hash {
+			t.Errorf("task count_%d runs module %s, want %s", ts.Partition, ts.Module, res.Version.Hash)
+		}
+	}
 	time.Sleep(time.Second) // countjson under load
 	ref := stopFeed()
 	waitFor(t, 60*time.Second, "every word counted", func() bool {

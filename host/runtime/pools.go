@@ -129,6 +129,7 @@ func (t *task) start(ctx context.Context, pool *engine.Pool, own bool) error {
 	}
 	t.dropPool(ctx)
 	t.pool, t.ownPool, t.mod = pool, own, pool.Module()
+	t.rt.tasks.status.setModule(t.id, t.mod.Hash())
 	return nil
 }
 
