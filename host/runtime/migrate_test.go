@@ -63,16 +63,28 @@ func storeVersions(rt *Runtime, processor string) map[int32]uint32 {
 }
 
 // TestMigratingDeployUnderLoad deploys countjson over count's store while sentences flow in,
-// under exactly-once: each task migrates its counts to JSON, task by task, and switches at the
+// under both guarantees: each task migrates its counts to JSON, task by task, and switches at the
 // commit after its migration; every input record is counted exactly once across it (each
 // word's outputs go 1, 2, ..., n), the changelog ends in the JSON form with the version record,
 // the status shows version 2, and the queries read JSON. A restart over the migrated state, and
 // a cold restore of it from the changelog, run countjson on without migrating again; a start
 // with count, which declares version 1, is refused.
 func TestMigratingDeployUnderLoad(t *testing.T) {
+	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
+		t.Run(guarantee, func(t *testing.T) {
+			src := eosHCL()
+			if guarantee == "at_least_once" {
+				src = fmt.Sprintf(wordcountHCL, "pebble", true)
+			}
+			migratingDeployUnderLoad(t, src)
+		})
+	}
+}
+
+// migratingDeployUnderLoad is TestMigratingDeployUnderLoad for the configuration src.
+func migratingDeployUnderLoad(t *testing.T, src string) {
 	brokers := cluster(t)
 	dir := t.TempDir()
-	src := eosHCL()
 	cfg := loadConfig(t, dir, src)
 	rec := &eventRecorder{}
 	in := start(t, cfg, brokers, func(o *Options) { o.OnEvent = rec.add })
@@ -128,7 +140,7 @@ func TestMigratingDeployUnderLoad(t *testing.T) {
 	checkJSONCounts(t, brokers, ref)
 
 	// The configured module is countjson from now on.
-	src = strings.Replace(src, "{{count}}", "{{countjson}}", 1)
+	jsonSrc := strings.Replace(src, "{{count}}", "{{countjson}}", 1)
 	for _, cold := range []bool{false, true} {
 		if cold {
 			if err := os.RemoveAll(StateDir(cfg)); err != nil {
@@ -136,7 +148,7 @@ func TestMigratingDeployUnderLoad(t *testing.T) {
 			}
 		}
 		rec := &eventRecorder{}
-		in := start(t, loadConfig(t, dir, src), brokers, func(o *Options) { o.OnEvent = rec.add })
+		in := start(t, loadConfig(t, dir, jsonSrc), brokers, func(o *Options) { o.OnEvent = rec.add })
 		more := map[string]int{}
 		feed(t, cl, more, 30, 1000+len(ref))
 		for w, n := range more {
@@ -164,7 +176,7 @@ func TestMigratingDeployUnderLoad(t *testing.T) {
 	}
 
 	// count declares version 1: it cannot read the store.
-	back := start(t, loadConfig(t, dir, eosHCL()), brokers)
+	back := start(t, loadConfig(t, dir, src), brokers)
 	select {
 	case err = <-back.done:
 	case <-time.After(60 * time.Second):
