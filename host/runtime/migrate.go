@@ -18,14 +18,14 @@ import (
 //
 // A module declares the version of each store's entries. When a task is to run a module that
 // declares a higher version than its store partition holds (a deploy, or a start with such a
-// module), the task migrates first, eagerly, as a job of its own (migrateJob): it stops
+// module), the task migrates first, eagerly, as a job of its own (task.migrate): it stops
 // processing (its records are held), hands every old entry of the store, from its committed
 // state, to the module's statehost_migrate on an instance bound to scratch stores, which
 // collect the new contents; then it writes the difference between the old entries and the new
 // ones through its logged store (deletes, and puts of what changed), and the new version
 // (store.Partition.SetVersion: after them in the changelog). The next commit takes all of it
-// at once, as any job's writes: one transaction under exactly-once. At that commit boundary
-// the task starts the new module and processes its held records. One task migrates at a time
+// at once, as any job's writes: one transaction under exactly-once. At the boundary of that
+// commit the task starts the new module (advanceMigrations) and processes its held records. One task migrates at a time
 // on an instance; the others run on meanwhile (a deploy's on their old module).
 //
 // A deploy first tries the migration of every task of the instance over its committed state
