@@ -31,7 +31,8 @@
 //   - The standbys (standby.go) follow their changelogs without a plugin, and hand their
 //     open stores to their task when it becomes active here.
 //   - The deploys (deploy.go, watch.go) switch a processor's tasks to a new module at commit
-//     boundaries.
+//     boundaries; a task whose stores the module declares a higher version of migrates them
+//     first, as a job of its own, committed before it switches (migrate.go).
 //   - The reloads (reload.go, reload_prepare.go, reload_apply.go) apply a changed
 //     configuration file at a commit boundary without jobs, or refuse it with its diagnostics;
 //     the group's balancer runs a processor a reload added once every member has it
