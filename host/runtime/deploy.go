@@ -90,17 +90,14 @@ const switchWait = 2 * time.Minute
 // returns an error matching ErrSwitchFailed.
 func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) (res DeployResult, err error) {
 	defer func() { r.metrics.deployed(name, res, err) }()
-	var p *processor
-	for _, q := range r.procs {
-		if q.cfg.Name == name {
-			p = q
-		}
-	}
+	// One deploy at a time. r.procs and a processor's cfg are read under this lock: a reload
+	// replaces them in the loop while it holds it (reload.go).
+	r.deploy.mu.Lock()
+	defer r.deploy.mu.Unlock()
+	p := r.procByName(name)
 	if p == nil {
 		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
 	}
-	r.deploy.mu.Lock() // one deploy at a time
-	defer r.deploy.mu.Unlock()
 	r.tasks.mu.Lock()
 	res = DeployResult{Processor: name, Previous: p.version}
 	running := r.deploy.running
