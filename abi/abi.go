@@ -48,6 +48,15 @@ const (
 	// -> i32, 0 on success. Required by a guest that declares a store's version above the
 	// version of the entries the store holds. See "Store versions and migration".
 	ExportMigrate = "statehost_migrate"
+	// ExportStoreReversible is optional: (store i32) -> i32, the lowest version to which the
+	// guest's ExportMigrateReverse can bring back the entries of the store whose handle it is
+	// given; the store's own version when it cannot. A guest that does not export it declares
+	// every migration irreversible. See "Reversible migrations" in the package documentation.
+	ExportStoreReversible = "statehost_store_reversible"
+	// ExportMigrateReverse is the reverse migration: (store i32, to_version i32, entries i32)
+	// -> i32, 0 on success. Required by a guest that declares a store reversible. See
+	// "Reversible migrations".
+	ExportMigrateReverse = "statehost_migrate_reverse"
 )
 
 // DefaultStoreVersion is the version of a store whose guest declares none, and of the entries

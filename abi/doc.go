@@ -29,6 +29,8 @@
 //	statehost_instance_per_task  () -> ()   asks for an instance per task (optional; never called)
 //	statehost_store_version  (i32) -> i32   a store's version (optional; see "Store versions and migration")
 //	statehost_migrate        (i32, i32, i32) -> i32  migrates a store's entries (required by a guest that raises a version)
+//	statehost_store_reversible  (i32) -> i32  how far back a store's migration goes (optional; see "Reversible migrations")
+//	statehost_migrate_reverse   (i32, i32, i32) -> i32  migrates a store's entries back (required by a guest that declares one reversible)
 //
 // A module that exports _start (a WASI command, built with a main) and no _initialize is
 // refused: build a reactor instead (Go: go build -buildmode=c-shared; C: clang
@@ -470,6 +472,33 @@
 // entries in their new form while the store keeps the old version, as it may process a
 // record twice: a migration that meets an entry already in the new form should write it as
 // it is.
+//
+// # Reversible migrations
+//
+// A rollback (statehost rollback) runs the module a processor ran before its last deploy
+// again. When that deploy raised a store's version, the entries are in a form the older module
+// cannot read: the rollback is possible only if the module rolled back from declares its
+// migration reversible, and turns its entries back into the older form:
+//
+//	statehost_store_reversible(store) -> version
+//	    Called, as statehost_store_version, with the handle of each of the processor's
+//	    stores. Returns the lowest version to which statehost_migrate_reverse can bring the
+//	    store's entries back: the store's own version (or anything above it) when it cannot.
+//	    A guest without this export declares every migration irreversible: a rollback over a
+//	    store it migrated is refused, with a message naming the store and the versions.
+//	statehost_migrate_reverse(store, to_version, entries) -> 0
+//	    statehost_migrate's mirror: called when the store holds entries of the version the
+//	    guest declares, with to_version lower than it (and at least the version
+//	    statehost_store_reversible returned). entries iterates over the next entries of the
+//	    guest's own form; the guest writes each one's form of to_version to the store (which
+//	    holds the new contents, empty before the first call), under its key or another, or
+//	    nothing to delete it. The same rules hold: no current record, the other stores empty,
+//	    a non-zero result fails the rollback (it is refused before any task switches back when
+//	    it fails on a task's committed entries), and the guest must be deterministic.
+//
+// The host runs a rollback's reverse migrations as it runs migrations: tried first over every
+// task of the instance, then task by task at commit boundaries, each in one commit with the
+// store's older version.
 //
 // # Versioning
 //

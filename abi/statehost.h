@@ -178,6 +178,28 @@ typedef struct {
 	} \
 	int32_t statehost_store_version(int32_t store)
 
+/* Reversible migrations (see "Reversible migrations" in abi/doc.go). A guest whose migration
+ * of a store can be undone, so that a rollback to the module before it is possible, declares
+ * for each such store the lowest version it can bring the entries back to, once:
+ *
+ *   STATEHOST_DECLARE_STORE_REVERSIBLE({"counts", 1});
+ *
+ * and exports statehost_migrate_reverse, which the host calls with entries of the version the
+ * guest declares, to be written in the form of to_version:
+ *
+ *   SH_EXPORT("statehost_migrate_reverse") int32_t migrate_reverse(int32_t store, int32_t to_version, int32_t entries);
+ *
+ * A store it does not name is not reversible (the macro answers INT32_MAX for it). */
+#define STATEHOST_DECLARE_STORE_REVERSIBLE(...) \
+	SH_EXPORT("statehost_store_reversible") int32_t statehost_store_reversible(int32_t store) { \
+		static const sh_store_version_t floors[] = {__VA_ARGS__}; \
+		for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) \
+			if (sh_store_open(floors[i].name, (int32_t)strlen(floors[i].name)) == store) \
+				return floors[i].version; \
+		return INT32_MAX; \
+	} \
+	int32_t statehost_store_reversible(int32_t store)
+
 /* Unaligned little-endian reads (wasm32 is little-endian). */
 static inline int32_t sh_read_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 static inline int64_t sh_read_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }

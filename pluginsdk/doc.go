@@ -74,6 +74,11 @@
 // the store's entries before the processor sees a record. plugins/countjson is a complete
 // example; sdktest's Driver.Migrate runs a migration in a unit test.
 //
+// A migration that can be undone is declared with WithReverseMigration: a MigrateFunc that
+// turns an entry of the current form back into an older one. A rollback (statehost rollback)
+// to the module before is then possible after the migration; without it, it is refused.
+// sdktest's Driver.MigrateReverse runs one.
+//
 // # Calls and buffers
 //
 // The processor function is called once per record, inside the one guest call the host

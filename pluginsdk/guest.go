@@ -45,6 +45,8 @@ func init() {
 	hostcall.Entry.Punctuate = punctuate
 	hostcall.Entry.StoreVersion = guestStoreVersion
 	hostcall.Entry.Migrate = guestMigrate
+	hostcall.Entry.StoreReversible = guestStoreReversible
+	hostcall.Entry.MigrateReverse = guestMigrateReverse
 }
 
 // guestInit implements statehost_init: it opens the declared stores and schedules the

@@ -114,6 +114,14 @@ func exportMigrate(store, fromVersion, entries int32) int32 {
 	return guestMigrate(store, fromVersion, entries)
 }
 
+//go:wasmexport statehost_store_reversible
+func exportStoreReversible(store int32) int32 { return guestStoreReversible(store) }
+
+//go:wasmexport statehost_migrate_reverse
+func exportMigrateReverse(store, toVersion, entries int32) int32 {
+	return guestMigrateReverse(store, toVersion, entries)
+}
+
 // ptr returns the address and length of b; a nil b is null (abi.NullLen).
 func ptr(b []byte) (unsafe.Pointer, int32) {
 	if b == nil {

@@ -18,11 +18,12 @@ import (
 // migration" in package abi): leave such an entry as it is.
 type MigrateFunc func(m *Migration, key, value []byte) error
 
-// Migration is the migration of one store to its current version: the store and the version
-// of its old entries.
+// Migration is the migration of one store: the store and the version of its old entries, to
+// the current version; or, for a reverse migration (WithReverseMigration), from the current
+// version to an older one.
 type Migration struct {
-	store *Store
-	from  int
+	store    *Store
+	from, to int
 }
 
 // Store returns the store being migrated. It holds the store's new contents as built so far,
@@ -31,6 +32,10 @@ func (m *Migration) Store() *Store { return m.store }
 
 // From returns the version of the old entries.
 func (m *Migration) From() int { return m.from }
+
+// To returns the version of the entries the migration writes: the store's current version,
+// or for a reverse migration the older version it goes back to.
+func (m *Migration) To() int { return m.to }
 
 // WithStoreVersion declares that the processor reads and writes the entries of the key-value
 // store name in the form of version (2 and up; a store without a version is at 1), and that
@@ -65,15 +70,50 @@ func WithStoreVersion(name string, version int, fn MigrateFunc) Option {
 				panic(fmt.Sprintf("pluginsdk: WithStoreVersion: store %q is declared twice", name))
 			}
 		}
-		r.versions = append(r.versions, storeVersion{name: name, version: version, fn: fn})
+		r.versions = append(r.versions, storeVersion{name: name, version: version, fn: fn, reverseTo: version})
 	}
 }
 
-// storeVersion is one WithStoreVersion.
+// WithReverseMigration declares that the migration of the key-value store name to its version
+// (WithStoreVersion, which must come before it) can be undone down to version to, and that fn
+// turns an entry of the current form into the form of m.To() (to or above): a rollback
+// (statehost rollback) to a module that reads that older form is then possible after the
+// migration, and the host hands fn each entry, as for a migration. Without it a rollback over
+// a migrated store is refused. Register panics when the store has no WithStoreVersion before
+// it, and on a version to that is not below the store's version.
+//
+//	pluginsdk.WithReverseMigration("counts", 1, func(m *pluginsdk.Migration, key, value []byte) error {
+//		n, err := parseJSON(value) // version 2: {"n":5}
+//		if err != nil {
+//			return err
+//		}
+//		return m.Store().Put(key, strconv.AppendUint(nil, n, 10)) // version 1: "5"
+//	})
+func WithReverseMigration(name string, to int, fn MigrateFunc) Option {
+	return func(r *registration) {
+		for i := range r.versions {
+			v := &r.versions[i]
+			if v.name != name {
+				continue
+			}
+			if to < abi.DefaultStoreVersion || to >= v.version || fn == nil {
+				panic(fmt.Sprintf("pluginsdk: WithReverseMigration(%q, %d): want a version from %d to %d and a function", name, to, abi.DefaultStoreVersion, v.version-1))
+			}
+			v.reverseTo, v.reverse = to, fn
+			return
+		}
+		panic(fmt.Sprintf("pluginsdk: WithReverseMigration: store %q has no WithStoreVersion before it", name))
+	}
+}
+
+// storeVersion is one WithStoreVersion, and its WithReverseMigration.
 type storeVersion struct {
 	name    string
 	version int
 	fn      MigrateFunc
+	// reverseTo is the lowest version reverse goes back to; version when there is none.
+	reverseTo int
+	reverse   MigrateFunc
 }
 
 // versionOf returns the WithStoreVersion of the store whose handle the host passed (the SDK
@@ -99,6 +139,14 @@ func guestStoreVersion(handle int32) int32 {
 	return abi.DefaultStoreVersion
 }
 
+// guestStoreReversible implements statehost_store_reversible.
+func guestStoreReversible(handle int32) int32 {
+	if v := versionOf(handle); v != nil {
+		return int32(v.reverseTo)
+	}
+	return abi.DefaultStoreVersion
+}
+
 // guestMigrate implements statehost_migrate: it hands each entry of the iterator entries to
 // the store's MigrateFunc.
 func guestMigrate(handle, from, entries int32) int32 {
@@ -111,13 +159,30 @@ func guestMigrate(handle, from, entries int32) int32 {
 		hSetError(fmt.Sprintf("pluginsdk: store %q (handle %d): no migration from version %d is registered (WithStoreVersion)", name, handle, from))
 		return abi.CodeProcessorFailed
 	}
+	return migrateEntries(v, v.fn, int(from), v.version, entries)
+}
+
+// guestMigrateReverse implements statehost_migrate_reverse: it hands each entry of the
+// iterator entries to the store's reverse MigrateFunc.
+func guestMigrateReverse(handle, to, entries int32) int32 {
+	v := versionOf(handle)
+	if v == nil || v.reverse == nil || int(to) < v.reverseTo {
+		hSetError(fmt.Sprintf("pluginsdk: store (handle %d): no reverse migration to version %d is registered (WithReverseMigration)", handle, to))
+		return abi.CodeProcessorFailed
+	}
+	return migrateEntries(v, v.reverse, v.version, int(to), entries)
+}
+
+// migrateEntries hands each entry of the iterator entries, of version from, to fn, which
+// writes their form of version to.
+func migrateEntries(v *storeVersion, fn MigrateFunc, from, to int, entries int32) int32 {
 	s := g.store(v.name)
-	m := &Migration{store: s, from: int(from)}
+	m := &Migration{store: s, from: from, to: to}
 	it := &Iterator{store: s, handle: entries, buf: g.iterBuf()}
 	defer it.Close()
 	for it.Next() {
-		if err := v.fn(m, it.Key(), it.Value()); err != nil {
-			hSetError(fmt.Sprintf("pluginsdk: migrate store %q from version %d to %d: entry %q: %v", v.name, from, v.version, it.Key(), err))
+		if err := fn(m, it.Key(), it.Value()); err != nil {
+			hSetError(fmt.Sprintf("pluginsdk: migrate store %q from version %d to %d: entry %q: %v", v.name, from, to, it.Key(), err))
 			return abi.CodeProcessorFailed
 		}
 	}

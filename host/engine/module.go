@@ -36,6 +36,9 @@ type Module struct {
 	// hasStoreVersion, hasMigrate: the module exports statehost_store_version,
 	// statehost_migrate (migrate.go).
 	hasStoreVersion, hasMigrate bool
+	// hasStoreReversible, hasMigrateReverse: it exports statehost_store_reversible,
+	// statehost_migrate_reverse (migrate.go).
+	hasStoreReversible, hasMigrateReverse bool
 	// initState: the statehost_init of one of its instances read or wrote a store or read
 	// the stream time (InitUsesState).
 	initState atomic.Bool
@@ -120,6 +123,8 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 	_, m.perTask = cm.ExportedFunctions()[abi.ExportInstancePerTask]
 	_, m.hasStoreVersion = cm.ExportedFunctions()[abi.ExportStoreVersion]
 	_, m.hasMigrate = cm.ExportedFunctions()[abi.ExportMigrate]
+	_, m.hasStoreReversible = cm.ExportedFunctions()[abi.ExportStoreReversible]
+	_, m.hasMigrateReverse = cm.ExportedFunctions()[abi.ExportMigrateReverse]
 	e.log.Debug("compiled module", "module", name, "hash", m.hash[:12], "bytes", len(wasm))
 	return m, nil
 }
@@ -175,6 +180,8 @@ func (e *Engine) validate(cm wazero.CompiledModule) []string {
 		{abi.ExportInstancePerTask, nil, nil, false},
 		{abi.ExportStoreVersion, i32, i32, false},
 		{abi.ExportMigrate, []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, i32, false},
+		{abi.ExportStoreReversible, i32, i32, false},
+		{abi.ExportMigrateReverse, []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, i32, false},
 	} {
 		def, ok := exports[want.name]
 		if !ok {

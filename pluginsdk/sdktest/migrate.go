@@ -41,6 +41,28 @@ func (d *Driver) StoreVersions() (map[string]int, error) {
 // store's new contents. On failure the store gets its old contents back, and the error says
 // what the processor said.
 func (d *Driver) Migrate(name string, from int) error {
+	return d.migrate("migrate", hostcall.Entry.Migrate, name, from)
+}
+
+// MigrateReverse migrates the key-value store name back to version to, as the host does at a
+// rollback over a store this processor migrated (statehost_migrate_reverse; the processor's
+// WithReverseMigration): as Migrate, the store's entries, of the processor's version, are
+// handed over in key order, and what the processor writes is the store's contents of version
+// to. A processor that declares the store not reversible to version to is an error.
+func (d *Driver) MigrateReverse(name string, to int) error {
+	if hostcall.Entry.StoreReversible != nil && d.stores[name] != nil {
+		d.host.message = ""
+		floor := hostcall.Entry.StoreReversible(d.host.StoreOpen([]byte(name)))
+		if int32(to) < floor {
+			return fmt.Errorf("sdktest: processor %q declares store %q reversible to version %d, not %d", d.cfg.Processor, name, floor, to)
+		}
+	}
+	return d.migrate("migrate_reverse", hostcall.Entry.MigrateReverse, name, to)
+}
+
+// migrate hands the entries of the store name to call with version, chunk by chunk, over an
+// emptied store.
+func (d *Driver) migrate(op string, call func(store, version, entries int32) int32, name string, version int) error {
 	old := d.stores[name]
 	if old == nil {
 		return fmt.Errorf("sdktest: no key-value store %q", name)
@@ -53,11 +75,11 @@ func (d *Driver) Migrate(name string, from int) error {
 		chunk := entries[:min(migrateChunk, len(entries))]
 		entries = entries[len(chunk):]
 		h.message = ""
-		code := hostcall.Entry.Migrate(handle, int32(from), h.openIter(chunk, false))
+		code := call(handle, int32(version), h.openIter(chunk, false))
 		h.closeIters()
 		if code != abi.CodeOK {
 			d.stores[name] = old
-			return d.failure("migrate", code)
+			return d.failure(op, code)
 		}
 	}
 	return nil

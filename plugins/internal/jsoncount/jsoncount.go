@@ -94,3 +94,18 @@ func Migrate(m *pluginsdk.Migration, key, value []byte) error {
 	stored = AppendJSON(stored[:0], n)
 	return m.Store().Put(key, stored)
 }
+
+// MigrateBack turns a count of version 2, JSON, back into count's decimal form (version 1):
+// the reverse migration of a rollback to count (pluginsdk.WithReverseMigration). A count
+// already in decimal form stays as it is, as in Migrate.
+func MigrateBack(m *pluginsdk.Migration, key, value []byte) error {
+	n, err := ParseJSON(value)
+	if err != nil {
+		if _, derr := tally.Parse(value); derr == nil {
+			return m.Store().Put(key, value)
+		}
+		return fmt.Errorf("version %d: %w", m.From(), err)
+	}
+	num = strconv.AppendUint(num[:0], n, 10)
+	return m.Store().Put(key, num)
+}

@@ -54,4 +54,8 @@ var Entry struct {
 	StoreVersion func(store int32) int32
 	// Migrate is statehost_migrate.
 	Migrate func(store, fromVersion, entries int32) int32
+	// StoreReversible is statehost_store_reversible.
+	StoreReversible func(store int32) int32
+	// MigrateReverse is statehost_migrate_reverse.
+	MigrateReverse func(store, toVersion, entries int32) int32
 }
