@@ -15,8 +15,7 @@ import (
 
 // loadMinTail is the shortest stretch of changelog, in offsets, that a store with a checkpoint
 // restores through a store.Loader (a long tail after a long stop) rather than in batches
-// through Pebble's memtable. A store without a checkpoint (a cold restore: new, wiped, a new
-// standby) always does.
+// through Pebble's memtable. Settings.ColdLoadMin is the same for a store without one.
 const loadMinTail = 100_000
 
 // applier applies what the restore loop fetched, on a goroutine of its own, so that the loop

@@ -76,3 +76,62 @@ func BenchmarkRestoreVsConsume(b *testing.B) {
 	b.ReportMetric(restoreRate, "restore-rec/s")
 	b.ReportMetric(restoreRate/consumeRate, "restore/consume")
 }
+
+// BenchmarkColdRestoreShortChangelogs restores 256 tasks whose changelogs hold 40 records
+// each, cold, in one Restore (as a new instance restores the tasks a rebalance gave it): once
+// through Loaders (ColdLoadMin 1: each store's one run written as sstables and ingested) and
+// once in batches through the memtable (the default for changelogs this short). It reports
+// both times per round and how many times faster the batches are.
+//
+//	go test -run '^$' -bench ColdRestoreShortChangelogs -benchtime 3x ./restore/
+func BenchmarkColdRestoreShortChangelogs(b *testing.B) {
+	const tasks, records = 256, 40
+	e := newEnv(b)
+	specs := []changelog.StoreSpec{{Name: "kv"}}
+	if err := e.tm.Ensure(ctx, tasks, changelog.TopicSpecs(specs)); err != nil {
+		b.Fatal(err)
+	}
+	topic := changelog.TopicName(app, "kv")
+	for p := range int32(tasks) {
+		for i := range records {
+			e.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "key%d", i), Value: []byte("1")}, nil)
+		}
+	}
+	if err := e.cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	restoreAll := func(coldLoadMin int64) time.Duration {
+		e.manager(b, b.TempDir())
+		ts := make([]*changelog.Task, 0, tasks)
+		for p := range int32(tasks) {
+			task, err := changelog.OpenTask(e.m, e.prod, changelog.TaskConfig{AppID: app, Processor: "proc", Partition: p, Stores: specs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts = append(ts, task)
+		}
+		rec := &recorder{}
+		r := e.restorer(b, rec, Settings{ColdLoadMin: coldLoadMin})
+		t0 := time.Now()
+		if err := r.Restore(timeout(b), ts...); err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(t0)
+		if got := rec.restored(); got != tasks*records {
+			b.Fatalf("restored %d records, want %d", got, tasks*records)
+		}
+		for _, task := range ts {
+			_ = task.Close(ctx)
+		}
+		return took
+	}
+	var loads, batches time.Duration
+	b.ResetTimer()
+	for range b.N {
+		loads += restoreAll(1)
+		batches += restoreAll(0)
+	}
+	b.ReportMetric(loads.Seconds()*1000/float64(b.N), "loader-ms")
+	b.ReportMetric(batches.Seconds()*1000/float64(b.N), "batches-ms")
+	b.ReportMetric(float64(loads)/float64(batches), "batches-speedup")
+}

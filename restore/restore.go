@@ -36,7 +36,19 @@ type Settings struct {
 	Logger hclog.Logger
 	// ProbeInterval is how long a partition may go without progress before the restorer checks, with one direct fetch, whether only transaction markers or emptied batches remain before the end offset (a trailing marker is never returned by the consumer, so waiting to see it would hang). Default DefaultProbeInterval (500ms).
 	ProbeInterval time.Duration
+	// ColdLoadMin is the least changelog, in offsets, that a store without a checkpoint (a
+	// cold restore) restores through a store.Loader, whose sorted runs are ingested as
+	// sstables; a shorter one goes in batches through Pebble's memtable. Default
+	// DefaultColdLoadMin.
+	ColdLoadMin int64
 }
+
+// DefaultColdLoadMin is the default of Settings.ColdLoadMin. A Loader's run costs an ingest
+// whatever its size: its sstables written and synced, and an edit of Pebble's manifest, a few
+// milliseconds that the batches of a short changelog do not take. At thousands of tasks with
+// short changelogs (a new instance taking half of 4,096 tasks of about 40 records each), the
+// ingests were most of the time a move took.
+const DefaultColdLoadMin = 4096
 
 // Restorer restores the logged stores of tasks from their changelogs.
 //
@@ -95,6 +107,9 @@ func New(cl *kgo.Client, adm *kadm.Client, s Settings) (*Restorer, error) {
 	}
 	if s.ProbeInterval <= 0 {
 		s.ProbeInterval = DefaultProbeInterval
+	}
+	if s.ColdLoadMin <= 0 {
+		s.ColdLoadMin = DefaultColdLoadMin
 	}
 	r := &Restorer{cl: cl, adm: adm, set: s, log: s.Logger.Named("restore"), dec: kgo.DefaultDecompressor()}
 	r.loadPartBytes, r.loadMaxBytes = loadLimits(cl)
@@ -276,8 +291,8 @@ func (r *Restorer) run(ctx context.Context, targets []*target, follow bool) erro
 	return err
 }
 
-// openLoaders gives a store.Loader to the Pebble stores of targets that restore without a
-// checkpoint, or a tail of at least loadMinTail offsets after it.
+// openLoaders gives a store.Loader to the Pebble stores of targets that restore at least
+// Settings.ColdLoadMin offsets without a checkpoint, or a tail of at least loadMinTail after it.
 func (r *Restorer) openLoaders(targets []*target) error {
 	for _, tg := range targets {
 		part := tg.ls.Part
@@ -288,7 +303,11 @@ func (r *Restorer) openLoaders(targets []*target) error {
 		if err != nil {
 			return err
 		}
-		if has && tg.loadEnd-tg.start < loadMinTail {
+		minLoad := r.set.ColdLoadMin
+		if has {
+			minLoad = loadMinTail
+		}
+		if tg.loadEnd-tg.start < minLoad {
 			continue
 		}
 		if tg.loader, err = part.NewLoader(); err != nil {

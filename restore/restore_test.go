@@ -45,40 +45,52 @@ func writeState(t *testing.T, task *changelog.Task, name string) []string {
 	return dump(t, s)
 }
 
-// TestColdRestore restores a task into an empty state directory and checks that the state is reproduced exactly, tombstones and empty values included.
+// coldPaths are the two ways of a cold restore, by the Settings.ColdLoadMin that picks each
+// for the tests' short changelogs: a store.Loader's ingested runs, and batches.
+var coldPaths = []struct {
+	name string
+	min  int64
+}{{"loader", 1}, {"batches", 1 << 40}}
+
+// TestColdRestore restores a task into an empty state directory and checks that the state is
+// reproduced exactly, tombstones and empty values included, through a Loader and in batches.
 func TestColdRestore(t *testing.T) {
 	for _, b := range []store.Backend{store.Pebble, store.Memory} {
-		t.Run(b.String(), func(t *testing.T) {
-			e := newEnv(t)
-			spec := changelog.StoreSpec{Name: "kv", Options: store.Options{Backend: b}}
-			task := e.task(t, 1, spec)
-			want := writeState(t, task, "kv")
-			if len(want) < 50 {
-				t.Fatalf("state too small: %d", len(want))
-			}
-			_ = task.Close(ctx)
-			e.manager(t, t.TempDir()) // a new, empty disk
-			task = e.task(t, 1, spec)
-			rec := &recorder{}
-			if err := e.restorer(t, rec, Settings{}).Restore(timeout(t), task); err != nil {
-				t.Fatal(err)
-			}
-			if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, want) {
-				t.Fatalf("restored state differs:\n got %v\nwant %v", got, want)
-			}
-			if len(rec.starts) != 1 || rec.starts[0].StartOffset != 0 || rec.starts[0].EndOffset != 400 {
-				t.Fatalf("start events %+v", rec.starts)
-			}
-			if n := rec.restored(); n != 400 {
-				t.Fatalf("restored %d records, want all 400", n)
-			}
-			if b == store.Pebble {
-				raw, err := os.ReadFile(filepath.Join(task.Dir(), store.CheckpointFileName))
-				if err != nil || string(raw) != "0\n1\napp-kv-changelog 1 399\n" {
-					t.Fatalf(".checkpoint after restore = %q, %v", raw, err)
-				}
-			}
-		})
+		for _, path := range coldPaths {
+			t.Run(b.String()+"/"+path.name, func(t *testing.T) { testColdRestore(t, b, path.min) })
+		}
+	}
+}
+
+func testColdRestore(t *testing.T, b store.Backend, coldLoadMin int64) {
+	e := newEnv(t)
+	spec := changelog.StoreSpec{Name: "kv", Options: store.Options{Backend: b}}
+	task := e.task(t, 1, spec)
+	want := writeState(t, task, "kv")
+	if len(want) < 50 {
+		t.Fatalf("state too small: %d", len(want))
+	}
+	_ = task.Close(ctx)
+	e.manager(t, t.TempDir()) // a new, empty disk
+	task = e.task(t, 1, spec)
+	rec := &recorder{}
+	if err := e.restorer(t, rec, Settings{ColdLoadMin: coldLoadMin}).Restore(timeout(t), task); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, task.Store("kv")); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored state differs:\n got %v\nwant %v", got, want)
+	}
+	if len(rec.starts) != 1 || rec.starts[0].StartOffset != 0 || rec.starts[0].EndOffset != 400 {
+		t.Fatalf("start events %+v", rec.starts)
+	}
+	if n := rec.restored(); n != 400 {
+		t.Fatalf("restored %d records, want all 400", n)
+	}
+	if b == store.Pebble {
+		raw, err := os.ReadFile(filepath.Join(task.Dir(), store.CheckpointFileName))
+		if err != nil || string(raw) != "0\n1\napp-kv-changelog 1 399\n" {
+			t.Fatalf(".checkpoint after restore = %q, %v", raw, err)
+		}
 	}
 }
 
@@ -86,6 +98,12 @@ func TestColdRestore(t *testing.T) {
 // runtime restores the tasks a rebalance gave it. Every store must come back exactly, with
 // its checkpoint.
 func TestColdRestoreOfTasks(t *testing.T) {
+	for _, path := range coldPaths {
+		t.Run(path.name, func(t *testing.T) { testColdRestoreOfTasks(t, path.min) })
+	}
+}
+
+func testColdRestoreOfTasks(t *testing.T, coldLoadMin int64) {
 	e := newEnv(t)
 	specs := []changelog.StoreSpec{{Name: "kv"}, {Name: "kv2"}}
 	want := map[string][]string{}
@@ -102,7 +120,7 @@ func TestColdRestoreOfTasks(t *testing.T) {
 		tasks = append(tasks, e.task(t, p, specs...))
 	}
 	rec := &recorder{}
-	if err := e.restorer(t, rec, Settings{}).Restore(timeout(t), tasks...); err != nil {
+	if err := e.restorer(t, rec, Settings{ColdLoadMin: coldLoadMin}).Restore(timeout(t), tasks...); err != nil {
 		t.Fatal(err)
 	}
 	for p, task := range tasks {
