@@ -65,7 +65,7 @@ func balanceLag(t *testing.T, b *taskBalancer, gen int32, members map[string]tes
 // lagBalancer is a balancer over one processor "count" reading "words" (4 partitions) with a
 // logged store "counts", whose changelog partitions end at ends.
 func lagBalancer(standbys int, ends map[int32]int64) *taskBalancer {
-	b := newTaskBalancer([]*processor{{
+	b := newTaskBalancer([]*procView{{
 		cfg:    &config.Processor{Name: "count", Inputs: []string{"words"}},
 		stores: []changelog.StoreSpec{{Name: "counts"}},
 	}})

@@ -31,7 +31,7 @@ import (
 type taskBalancer struct {
 	mu     sync.Mutex        // guards group and procs, which a reload replaces (setProcs)
 	group  map[string]string // topic -> the name of its co-partition group
-	procs  []*processor
+	procs  []*procView       // this member's processors (view.go)
 	appID  string
 	params assignParams
 	log    hclog.Logger
@@ -51,12 +51,12 @@ type taskBalancer struct {
 
 // newTaskBalancer groups the input topics of procs: topics read by one processor share a
 // group, transitively.
-func newTaskBalancer(procs []*processor) *taskBalancer {
+func newTaskBalancer(procs []*procView) *taskBalancer {
 	return &taskBalancer{group: coPartitionGroups(procs), procs: procs, log: hclog.NewNullLogger()}
 }
 
-// setProcs makes procs the balancer's processors: a reload added some (reload.go).
-func (b *taskBalancer) setProcs(procs []*processor) {
+// setProcs makes procs the balancer's processors: a reload changed or added some (view.go).
+func (b *taskBalancer) setProcs(procs []*procView) {
 	group := coPartitionGroups(procs)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -64,7 +64,7 @@ func (b *taskBalancer) setProcs(procs []*processor) {
 }
 
 // ownProcs returns the processors of this member's configuration.
-func (b *taskBalancer) ownProcs() []*processor {
+func (b *taskBalancer) ownProcs() []*procView {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.procs
@@ -72,7 +72,7 @@ func (b *taskBalancer) ownProcs() []*processor {
 
 // coPartitionGroups returns the co-partition group of each input topic of procs: topics read
 // by one processor share a group, transitively; a group is named by its least topic.
-func coPartitionGroups(procs []*processor) map[string]string {
+func coPartitionGroups(procs []*procView) map[string]string {
 	parent := make(map[string]string)
 	var find func(string) string
 	find = func(t string) string {

@@ -49,7 +49,7 @@ func (b *taskBalancer) fleetOf(cb *kgo.ConsumerBalancer) *fleet {
 }
 
 // newFleet is the fleet of the members' states, with own the processors of this member.
-func newFleet(own []*processor, states []memberState) *fleet {
+func newFleet(own []*procView, states []memberState) *fleet {
 	inputs := map[string][]string{}
 	for _, p := range own {
 		inputs[p.cfg.Name] = p.cfg.Inputs
@@ -71,9 +71,9 @@ func newFleet(own []*processor, states []memberState) *fleet {
 		}
 	}
 	f := &fleet{readers: map[string][]string{}}
-	var all []*processor
+	var all []*procView
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		all = append(all, &processor{cfg: &config.Processor{Name: name, Inputs: inputs[name]}})
+		all = append(all, &procView{cfg: &config.Processor{Name: name, Inputs: inputs[name]}})
 		for _, t := range inputs[name] {
 			f.readers[t] = append(f.readers[t], name)
 		}

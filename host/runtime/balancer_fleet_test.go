@@ -74,7 +74,7 @@ func partitionsOf(res map[string]fleetResult, topic string) int {
 // once a member runs it, a member without it (an instance started from an older file) gets
 // none of the partitions it reads.
 func TestFleetEnables(t *testing.T) {
-	b := newTaskBalancer([]*processor{{cfg: &config.Processor{Name: "tokenize", Inputs: []string{"sentences"}}}})
+	b := newTaskBalancer([]*procView{{cfg: &config.Processor{Name: "tokenize", Inputs: []string{"sentences"}}}})
 	topics := map[string]int32{"sentences": 4}
 	in := []string{"sentences"}
 
@@ -125,7 +125,7 @@ func TestFleetEnables(t *testing.T) {
 // TestFleetGroups: the topics are grouped by the processors of every member, not only the
 // leader's: a member's processor that reads two topics gets their partitions N together.
 func TestFleetGroups(t *testing.T) {
-	b := newTaskBalancer([]*processor{{cfg: &config.Processor{Name: "tokenize", Inputs: []string{"sentences"}}}})
+	b := newTaskBalancer([]*procView{{cfg: &config.Processor{Name: "tokenize", Inputs: []string{"sentences"}}}})
 	topics := map[string]int32{"sentences": 4, "clicks": 4}
 	join := []advertisedProc{proc("tokenize", true, "sentences"), proc("join", true, "sentences", "clicks")}
 	res := balanceFleet(t, b, topics, map[string]fleetMember{

@@ -13,7 +13,7 @@ import (
 // group's topic with the most partitions; a topic no processor here reads is a group of its
 // own; the units come sorted by group then partition.
 func TestBalanceUnits(t *testing.T) {
-	b := newTaskBalancer([]*processor{
+	b := newTaskBalancer([]*procView{
 		{cfg: &config.Processor{Name: "join", Inputs: []string{"b", "a"}}},
 		{cfg: &config.Processor{Name: "count", Inputs: []string{"c"}}},
 	})
@@ -30,7 +30,7 @@ func TestBalanceUnits(t *testing.T) {
 // TestUnitHosts: each member with an admin address publishes the partitions of its groups'
 // first topics only; a member without one is left out.
 func TestUnitHosts(t *testing.T) {
-	b := newTaskBalancer([]*processor{
+	b := newTaskBalancer([]*procView{
 		{cfg: &config.Processor{Name: "join", Inputs: []string{"b", "a"}}},
 		{cfg: &config.Processor{Name: "count", Inputs: []string{"c"}}},
 	})

@@ -68,7 +68,7 @@ func unitsOf(t *testing.T, groups map[string][]string, got map[string][]int32) [
 // owner keeps what it can, and a unit that moves is revoked first and handed over in the
 // follow-up rebalance (cooperative).
 func TestBalancerStickyCooperative(t *testing.T) {
-	b := newTaskBalancer([]*processor{
+	b := newTaskBalancer([]*procView{
 		{cfg: &config.Processor{Name: "join", Inputs: []string{"b", "a"}}},
 		{cfg: &config.Processor{Name: "count", Inputs: []string{"c"}}},
 	})

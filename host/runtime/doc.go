@@ -39,7 +39,9 @@
 //     (balancer_fleet.go).
 //   - The queries (iq.go; pages and window stores: iq_page.go), the admin endpoint
 //     (admin.go; the deploy history: deploys_history.go; the web console of host/console)
-//     and the metrics (metrics.go) read the application while it runs.
+//     and the metrics (metrics.go) read the application while it runs. They, and the group's
+//     balancer, read the processors through the snapshot the loop publishes at start and
+//     after each reload (view.go), never the loop's own procs and readers.
 //   - The topic setup (topics.go, limits.go) checks and creates topics in New and learns the
 //     size limits of what the tasks produce; the clients (runtime.go) are the Kafka clients.
 //   - The poison guards (poison.go) undo a poison record's effects for on_error = "skip" and

@@ -66,9 +66,6 @@ const (
 type queries struct {
 	rt     *Runtime
 	owners owners // who runs what
-
-	unitTopicsOnce sync.Once
-	unitTopics     map[string]string // processor -> the topic that stands for its units in owners
 }
 
 // owners is who runs what, from the latest assignment: admin address -> its partitions.
@@ -126,21 +123,18 @@ func (e *queryError) write(w http.ResponseWriter) {
 	writeError(w, e.code, e.err)
 }
 
-// queryStore resolves a store name to its processor and spec.
-func (qs *queries) queryStore(name string) (*processor, changelog.StoreSpec, *queryError) {
-	for _, p := range qs.rt.procs {
-		for _, s := range p.stores {
-			if s.Name == name {
-				return p, s, nil
-			}
-		}
+// queryStore resolves a store name to its processor and spec, in the processors as the loop
+// last published them (view.go): the request reads that one view to its end.
+func (qs *queries) queryStore(name string) (*procView, changelog.StoreSpec, *queryError) {
+	if p, s, ok := qs.rt.view().store(name); ok {
+		return p, s, nil
 	}
 	return nil, changelog.StoreSpec{}, &queryError{code: http.StatusNotFound, err: fmt.Errorf("no store %s in application %s", name, qs.rt.cfg.ApplicationID)}
 }
 
 // locate decides who answers for partition part of a store's processor: nil when this
 // instance reads its copy, else the redirect or the 503.
-func (qs *queries) locate(req *http.Request, p *processor, part int32, stale bool) *queryError {
+func (qs *queries) locate(req *http.Request, p *procView, part int32, stale bool) *queryError {
 	id := taskID{Processor: p.cfg.Name, Partition: part}
 	switch state := qs.rt.status.state(id); {
 	case state == "running", stale && (state == "restoring" || state == "standby"):
@@ -149,7 +143,7 @@ func (qs *queries) locate(req *http.Request, p *processor, part int32, stale boo
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
 			err: fmt.Errorf("task %s is restoring its stores here (add stale=true to read what it has restored)", id)}
 	}
-	addr, ok := qs.owners.of(qs.unitTopic(p), part)
+	addr, ok := qs.owners.of(p.unitTopic, part)
 	q := req.URL.Query()
 	if !ok || addr == qs.rt.local.adminAddr() || q.Get("redirected") != "" {
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,
@@ -241,7 +235,7 @@ func (qs *queries) getRange(w http.ResponseWriter, req *http.Request) {
 }
 
 // answerRange reads rq from parts of the store and writes the answer.
-func (qs *queries) answerRange(w http.ResponseWriter, req *http.Request, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) {
+func (qs *queries) answerRange(w http.ResponseWriter, req *http.Request, p *procView, spec changelog.StoreSpec, parts []int32, rq rangeQuery) {
 	entries, next, err := qs.readRange(req.Context(), p, spec, parts, rq)
 	if err != nil && len(entries) == 0 {
 		queryFailed(w, err)
@@ -289,7 +283,7 @@ func parseRange(q url.Values) (rangeQuery, error) {
 // parameter) alone, or the 400 when it is not one of p's, or the redirect or the 503 when this
 // instance does not read it (locate); without it, every partition this instance reads (with
 // stale, also those it restores or keeps standby copies of).
-func (qs *queries) rangePartitions(req *http.Request, p *processor, partition string, stale bool) ([]int32, *queryError) {
+func (qs *queries) rangePartitions(req *http.Request, p *procView, partition string, stale bool) ([]int32, *queryError) {
 	if partition != "" {
 		n, qerr := parsePartition(p, partition)
 		if qerr != nil {
@@ -311,7 +305,7 @@ func (qs *queries) rangePartitions(req *http.Request, p *processor, partition st
 
 // parsePartition reads the partition parameter of a query of p's store: a number from 0 to
 // p's partition count - 1, else the 400.
-func parsePartition(p *processor, s string) (int32, *queryError) {
+func parsePartition(p *procView, s string) (int32, *queryError) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n >= int(p.partitions) {
 		return 0, &queryError{code: http.StatusBadRequest, err: fmt.Errorf("partition %q: want a number from 0 to %d", s, p.partitions-1)}
@@ -325,7 +319,7 @@ func parsePartition(p *processor, s string) (int32, *queryError) {
 // store read (nor, for a memory store, the loop). A read that fails stops it: before any
 // entry, readRange returns its error alone; after some, it logs it and returns it, with its
 // partition, along with the entries, for a short answer.
-func (qs *queries) readRange(ctx context.Context, p *processor, spec changelog.StoreSpec, parts []int32, rq rangeQuery) ([]entry, string, error) {
+func (qs *queries) readRange(ctx context.Context, p *procView, spec changelog.StoreSpec, parts []int32, rq rangeQuery) ([]entry, string, error) {
 	var (
 		entries []entry
 		last    rangeCursor // of the last entry
@@ -426,7 +420,7 @@ var errCopyBusy = errors.New("the store's copy here cannot be read now")
 // readCopy runs fn with a reader of this instance's copy of the store's partition part: a
 // Pebble store's committed state straight from the database; a memory store's with the loop
 // held between batches (at most memoryReadWait).
-func (qs *queries) readCopy(ctx context.Context, p *processor, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
+func (qs *queries) readCopy(ctx context.Context, p *procView, spec changelog.StoreSpec, part int32, fn func(copyReader) error) error {
 	id := taskID{Processor: p.cfg.Name, Partition: part}
 	if spec.Backend == store.Pebble {
 		return fn(copyReader{
@@ -499,22 +493,4 @@ func (o *owners) snapshot() map[string]map[string][]int32 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.hosts
-}
-
-// unitTopic is the topic whose partitions stand for the units of p in the hosts map: the first
-// (sorted) topic of its co-partition group, as the balancer publishes them.
-func (qs *queries) unitTopic(p *processor) string {
-	qs.unitTopicsOnce.Do(func() {
-		group := newTaskBalancer(qs.rt.procs).group
-		qs.unitTopics = map[string]string{}
-		for _, q := range qs.rt.procs {
-			root := group[q.cfg.Inputs[0]]
-			for t, g := range group {
-				if first := qs.unitTopics[q.cfg.Name]; g == root && (first == "" || t < first) {
-					qs.unitTopics[q.cfg.Name] = t
-				}
-			}
-		}
-	})
-	return qs.unitTopics[p.cfg.Name]
 }

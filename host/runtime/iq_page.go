@@ -61,10 +61,11 @@ type WindowInfo struct {
 	Retention     int64 `json:"retention_ms"`
 }
 
-// Stores returns the stores of the application, in the order of the configuration.
+// Stores returns the stores of the application, in the order of the configuration (and of
+// the reloads that added processors), as the loop last published them (view.go).
 func (r *Runtime) Stores() []StoreInfo {
 	var out []StoreInfo
-	for _, p := range r.procs {
+	for _, p := range r.view().procs {
 		for _, s := range p.stores {
 			info := StoreInfo{Name: s.Name, Processor: p.cfg.Name, Type: s.Kind.String(), Backend: s.Backend.String(),
 				Partitions: p.partitions, Logged: !s.LoggingDisabled}
@@ -207,7 +208,7 @@ func (read copyReader) page(spec changelog.StoreSpec, part int32, rq *rangeQuery
 
 // getKeyWindows answers GET /v1/stores/{store}/keys/{key} for a window or session store: the
 // windows or sessions of key in partition part, as a range answers them.
-func (qs *queries) getKeyWindows(w http.ResponseWriter, req *http.Request, p *processor, spec changelog.StoreSpec, key []byte, part int32) {
+func (qs *queries) getKeyWindows(w http.ResponseWriter, req *http.Request, p *procView, spec changelog.StoreSpec, key []byte, part int32) {
 	q := req.URL.Query()
 	if q.Get("from") != "" || q.Get("to") != "" || q.Get("prefix") != "" {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: from, to and prefix: a key's windows or sessions are bounded by from_time and to_time", errWrongKind))

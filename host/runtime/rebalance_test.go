@@ -75,7 +75,7 @@ processor "probe" {
 // get a-N and b-N on the same member (cooperative-sticky, a topic-partition balancer, splits
 // them, and both instances then run task join_N on the same changelog partition).
 func TestBalancerKeepsTasksWhole(t *testing.T) {
-	bal := newTaskBalancer([]*processor{{cfg: &config.Processor{Name: "join", Inputs: []string{"a", "b"}}}})
+	bal := newTaskBalancer([]*procView{{cfg: &config.Processor{Name: "join", Inputs: []string{"a", "b"}}}})
 	topics := []string{"a", "b"}
 	members := []kmsg.JoinGroupResponseMember{
 		{MemberID: "m1", ProtocolMetadata: bal.JoinGroupMetadata(topics, nil, -1)},

@@ -8,10 +8,11 @@ import (
 )
 
 // The loop's side of a reload. What a reload changes is read without the table's lock by the
-// jobs (a task's processor, the output partitions and record limits, the readers of a topic)
-// and by the group's goroutine (the readers, the balancer's processors): the loop applies it
-// where no job runs, and replaces the slices and maps the group's goroutine reads whole,
-// never changing them in place.
+// jobs (a task's processor, the output partitions and record limits, the readers of a topic):
+// the loop applies it where no job runs. The group's goroutine (the readers, the balancer's
+// processors) and the admin handlers read the processors through the snapshot the loop
+// publishes after the change (publishView, view.go), never r.procs, r.readers or a live
+// processor's cfg and stores.
 
 // atBoundary applies the reload that waits, if any, at this commit boundary, when no job
 // runs, no task holds records and every task is committed; otherwise the reload keeps waiting
@@ -49,6 +50,9 @@ func (rl *reloads) apply(p *reloadPlan) {
 	r.cfg.Topics, r.cfg.Repartitions = p.next.Topics, p.next.Repartitions // a new repartition is purged too
 	for _, name := range slices.Sorted(maps.Keys(p.changed)) {
 		rl.applyChanged(r.procByName(name), p.changed[name], p.reopen[name])
+	}
+	if len(p.changed) > 0 {
+		r.publishView()
 	}
 	if len(p.added) > 0 {
 		rl.addProcessors(p.added, p.subscribe)
@@ -169,9 +173,7 @@ func (rl *reloads) addProcessors(added []*processor, subscribe []string) {
 		r.log.Info("processor added: it waits for every instance of the group to have it", "processor", p.cfg.Name, "module", p.cfg.Module, "hash", short(p.mod.Hash()))
 	}
 	r.procs, r.readers, r.tasks.readers = procs, readers, readers
-	if b := rl.balancer.Load(); b != nil {
-		b.setProcs(procs)
-	}
+	r.publishView() // the balancer's too, before the rebalance below
 	rl.publish()
 	if len(subscribe) > 0 {
 		r.kafka.consumer.AddConsumeTopics(subscribe...)

@@ -203,12 +203,15 @@ type Runtime struct {
 	cfg  *config.Config
 	log  hclog.Logger
 
-	stores   *store.Manager
-	eng      *engine.Engine
-	procs    []*processor
-	readers  map[string][]*processor // input topic -> the processors that read it
-	outParts map[string]int32        // output topic -> its partition count
-	limits   map[string]int          // produced topic -> the largest record batch of a record (limits.go)
+	stores  *store.Manager
+	eng     *engine.Engine
+	procs   []*processor
+	readers map[string][]*processor // input topic -> the processors that read it
+	// procsView is procs and readers for the goroutines that cannot take the table's lock
+	// (view.go); procs, readers and a processor's cfg and stores are the loop's.
+	procsView atomic.Pointer[procsView]
+	outParts  map[string]int32 // output topic -> its partition count
+	limits    map[string]int   // produced topic -> the largest record batch of a record (limits.go)
 
 	kafka clients     // the Kafka clients
 	local *localState // the state this instance holds, for the balancer and the cleanup
@@ -309,6 +312,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
 	}
 	r.local.load(held)
+	r.publishView()
 	r.reload.publish()
 	r.sb.cleanedAt = time.Now()
 	if err := r.connect(ctx); err != nil {

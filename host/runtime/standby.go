@@ -54,7 +54,7 @@ type standbys struct {
 // goroutine, through the inbox), with the partitions the same assignment makes active here.
 func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int32) {
 	want, warm, active := map[taskID]bool{}, map[taskID]bool{}, map[taskID]bool{}
-	readers := sb.rt.readers // replaced whole by a reload (reload.go), never changed in place
+	readers := sb.rt.view().readers // not sb.rt.readers: a reload replaces them in the loop (view.go)
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			for _, proc := range readers[topic] {
@@ -65,7 +65,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 	for topic, parts := range sa.standby {
 		for _, p := range parts {
 			for _, proc := range readers[topic] {
-				if hasLoggedStore(proc) && !proc.pending.Load() {
+				if hasLoggedStore(proc) && !proc.proc.pending.Load() {
 					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
 			}
@@ -74,7 +74,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 	for topic, parts := range sa.warmup {
 		for _, p := range parts {
 			for _, proc := range readers[topic] {
-				if hasLoggedStore(proc) && !proc.pending.Load() {
+				if hasLoggedStore(proc) && !proc.proc.pending.Load() {
 					want[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 					warm[taskID{Processor: proc.cfg.Name, Partition: p}] = true
 				}
@@ -88,7 +88,7 @@ func (sb *standbys) onAssignment(sa standbyAssignment, assigned map[string][]int
 // standbyEvent is a standby assignment handed to the loop.
 type standbyEvent struct{ want, warmups, active map[taskID]bool }
 
-func hasLoggedStore(p *processor) bool {
+func hasLoggedStore(p *procView) bool {
 	return slices.ContainsFunc(p.stores, func(s changelog.StoreSpec) bool { return !s.LoggingDisabled })
 }
 
@@ -405,7 +405,7 @@ func minTime(a, b time.Time) time.Time {
 // newBalancer returns the group balancer of this instance, with its state and its standby
 // assignments wired to the runtime.
 func (r *Runtime) newBalancer() *taskBalancer {
-	b := newTaskBalancer(r.procs)
+	b := newTaskBalancer(r.view().procs)
 	b.appID = r.cfg.ApplicationID
 	b.params = assignParams{standbys: r.cfg.StandbyReplicas, acceptableLag: r.cfg.AcceptableRecoveryLag,
 		markers: r.cfg.Guarantee == config.ExactlyOnce}
