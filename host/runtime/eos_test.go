@@ -25,6 +25,20 @@ func eosHCL() string {
 		`commit_interval = "200ms"`, `processing_guarantee = "exactly_once"`, 1)
 }
 
+// eachGuarantee runs fn as a subtest under each processing guarantee, with the word count's
+// configuration under it.
+func eachGuarantee(t *testing.T, fn func(t *testing.T, src string)) {
+	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
+		t.Run(guarantee, func(t *testing.T) {
+			src := eosHCL()
+			if guarantee == "at_least_once" {
+				src = fmt.Sprintf(wordcountHCL, "pebble", true)
+			}
+			fn(t, src)
+		})
+	}
+}
+
 // checkExactlyOnce checks the committed output of the word count against ref: every word's
 // counts in offset order are exactly 1, 2, ..., ref[word] (no duplicate, no gap), and the
 // changelog's last committed value of every word is its count.

@@ -69,17 +69,7 @@ func storeVersions(rt *Runtime, processor string) map[int32]uint32 {
 // the status shows version 2, and the queries read JSON. A restart over the migrated state, and
 // a cold restore of it from the changelog, run countjson on without migrating again; a start
 // with count, which declares version 1, is refused.
-func TestMigratingDeployUnderLoad(t *testing.T) {
-	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
-		t.Run(guarantee, func(t *testing.T) {
-			src := eosHCL()
-			if guarantee == "at_least_once" {
-				src = fmt.Sprintf(wordcountHCL, "pebble", true)
-			}
-			migratingDeployUnderLoad(t, src)
-		})
-	}
-}
+func TestMigratingDeployUnderLoad(t *testing.T) { eachGuarantee(t, migratingDeployUnderLoad) }
 
 // migratingDeployUnderLoad is TestMigratingDeployUnderLoad for the configuration src.
 func migratingDeployUnderLoad(t *testing.T, src string) {

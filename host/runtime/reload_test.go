@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -20,17 +19,7 @@ import (
 // 1, 2, ..., n without a gap, a duplicate or a reset; within each output partition the
 // version-1 records all come before the version-2 ones; and countv2's own state lands in the
 // same store. Under both guarantees (at-least-once applies a record twice only after a crash).
-func TestDeployUnderLoad(t *testing.T) {
-	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
-		t.Run(guarantee, func(t *testing.T) {
-			src := eosHCL()
-			if guarantee == "at_least_once" {
-				src = fmt.Sprintf(wordcountHCL, "pebble", true)
-			}
-			deployUnderLoad(t, src)
-		})
-	}
-}
+func TestDeployUnderLoad(t *testing.T) { eachGuarantee(t, deployUnderLoad) }
 
 func deployUnderLoad(t *testing.T, src string) {
 	brokers := cluster(t)
