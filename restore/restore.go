@@ -197,18 +197,16 @@ func (r *Restorer) restore(ctx context.Context, tasks []*changelog.Task, follow 
 	// never names a checkpoint that a crash can still take back. One sync
 	// makes every task's durable (it syncs the write-ahead log the tasks
 	// share): the tasks after the first that synced need none of their own.
-	synced := false
-	for _, t := range tasks {
-		if !synced {
-			if xerr := t.StoreTask().Sync(); xerr != nil {
-				r.log.Warn("could not sync the restored batches; the checkpoint file keeps its previous checkpoints", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
-				continue
-			}
-			synced = true
+	// The files are written together, with one sync of the file system for them all.
+	for i, t := range tasks {
+		if xerr := t.StoreTask().Sync(); xerr != nil {
+			r.log.Warn("could not sync the restored batches; the checkpoint file keeps its previous checkpoints", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
+			continue
 		}
-		if xerr := t.ExportCheckpoints(); xerr != nil {
-			r.log.Warn("could not export the checkpoint file", "processor", t.Processor(), "partition", t.Partition(), "error", xerr)
+		if xerr := changelog.ExportAll(tasks[i:]); xerr != nil {
+			r.log.Warn("could not export the checkpoint files", "tasks", len(tasks)-i, "error", xerr)
 		}
+		break
 	}
 	return err
 }
