@@ -211,7 +211,10 @@ const maxModuleBytes = 256 << 20
 //	GET  /v1/status                    the tasks and their restores (Status); summary, state,
 //	                                   processor, limit and after narrow it (status.go)
 //	GET  /v1/processors                each processor's module versions ([]ProcessorStatus)
-//	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult)
+//	POST /v1/processors/{name}/module  deploy the body as the processor's module (DeployResult);
+//	                                   ?partitions=0,3: as a canary, on those partitions only
+//	POST /v1/processors/{name}/promote the canary's module on every task (DeployResult; canary.go)
+//	POST /v1/processors/{name}/rollback back to the previous module, or end the canary (DeployResult)
 //	GET  /v1/deploys                   the deploys since start, the latest first (deploys_history.go)
 //	GET  /v1/stores                    the stores ([]StoreInfo, iq_page.go)
 //	GET  /v1/stores/{store}/keys/{key} interactive query: a key's value (iq.go)
@@ -226,7 +229,10 @@ const maxModuleBytes = 256 << 20
 // start the module (every task went back to the previous one), 413 for a body over 256 MiB,
 // 422 for a module that failed its checks or its trial (nothing changed), and 504 when the
 // tasks had not all switched within the wait (the module stays deployed: they switch at their
-// next commit). Errors are {"error": "..."}; every response is JSON.
+// next commit). A canary, a promotion and a rollback answer as a deploy, and 409 when another
+// is in progress, there is no canary to promote or module to roll back to, or a rollback is
+// refused (a store migrated irreversibly, or its reverse migration fails); 400 for bad
+// partitions. Errors are {"error": "..."}; every response is JSON.
 //
 // With admin.token set, every request needs "Authorization: Bearer <token>" (GET /metrics
 // too, unless admin.metrics_public), or it is answered 401 (auth.go); the console's page and
@@ -245,6 +251,8 @@ func (r *Runtime) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, r.Processors())
 	})
 	mux.HandleFunc("POST /v1/processors/{name}/module", r.postModule)
+	mux.HandleFunc("POST /v1/processors/{name}/promote", r.postPromote)
+	mux.HandleFunc("POST /v1/processors/{name}/rollback", r.postRollback)
 	mux.HandleFunc("GET /v1/deploys", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.history.list())
 	})
@@ -281,16 +289,35 @@ func (r *Runtime) postModule(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New("empty body: send the .wasm module as the request body"))
 		return
 	}
-	res, err := r.Deploy(req.Context(), name, "deploy", wasm)
+	var res DeployResult
+	if q := req.URL.Query(); q.Has("partitions") {
+		parts, perr := parsePartitions(q.Get("partitions"))
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, perr)
+			return
+		}
+		res, err = r.DeployCanary(req.Context(), name, "deploy", wasm, parts)
+	} else {
+		res, err = r.Deploy(req.Context(), name, "deploy", wasm)
+	}
+	r.answerDeploy(w, req, name, res, err)
+}
+
+// answerDeploy logs the outcome of a deploy, a canary, a promotion or a rollback that
+// returned res and err, and answers it.
+func (r *Runtime) answerDeploy(w http.ResponseWriter, req *http.Request, name string, res DeployResult, err error) {
 	r.logDeploy(name, res, err, "remote", req.RemoteAddr)
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch {
 		case errors.Is(err, ErrUnknownProcessor):
 			code = http.StatusNotFound
+		case errors.Is(err, ErrBadPartitions):
+			code = http.StatusBadRequest
 		case errors.Is(err, ErrInvalidModule):
 			code = http.StatusUnprocessableEntity
-		case errors.Is(err, ErrSwitchFailed), errors.Is(err, ErrSwitchPending):
+		case errors.Is(err, ErrSwitchFailed), errors.Is(err, ErrSwitchPending), errors.Is(err, ErrCanaryPending),
+			errors.Is(err, ErrNoCanary), errors.Is(err, ErrNoPrevious), errors.Is(err, ErrRollbackRefused):
 			code = http.StatusConflict
 		case errors.Is(err, ErrNotRunning):
 			code = http.StatusServiceUnavailable

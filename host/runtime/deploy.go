@@ -27,16 +27,26 @@ type ProcessorStatus struct {
 	Current  ModuleVersion  `json:"current"`
 	Previous *ModuleVersion `json:"previous,omitempty"`
 	Tasks    int            `json:"tasks"`    // running tasks
-	Switched int            `json:"switched"` // running tasks on the current module
+	Switched int            `json:"switched"` // running tasks on the module they are to run (the current one, or the canary's)
+	// Canary is the canary deploy of the processor, until it is promoted or rolled back.
+	Canary *CanaryStatus `json:"canary,omitempty"`
+	// TaskModules is which task runs which module, by partition (canary.go).
+	TaskModules []TaskModule `json:"task_modules"`
+	// InProgress is what is going on: "canary" (a canary runs), and while their tasks switch
+	// "deploy", "promote" or "rollback", and "migration" while tasks migrate their stores.
+	InProgress []string `json:"in_progress,omitempty"`
 }
 
 // DeployResult is what Deploy did.
 type DeployResult struct {
-	Processor string        `json:"processor"`
-	Version   ModuleVersion `json:"version"`
-	Previous  ModuleVersion `json:"previous"`
-	Unchanged bool          `json:"unchanged"` // the module is the one running: nothing changed
-	Tasks     int           `json:"tasks"`     // running tasks switched to it
+	Processor string `json:"processor"`
+	// Action is "deploy", "canary", "promote" or "rollback" (canary.go).
+	Action     string        `json:"action"`
+	Partitions []int32       `json:"partitions,omitempty"` // a canary's
+	Version    ModuleVersion `json:"version"`
+	Previous   ModuleVersion `json:"previous"`
+	Unchanged  bool          `json:"unchanged"` // the module is the one running: nothing changed
+	Tasks      int           `json:"tasks"`     // running tasks switched to it
 }
 
 // Errors of Deploy.
@@ -63,6 +73,12 @@ type deploys struct {
 	mig     migrations       // the modules' store versions, and the scratch state of trials and migrations (migrate.go)
 	retired []*engine.Module // modules replaced by deploys, closed once unused (guarded by the table's lock)
 	running bool             // Run is processing: deploys are taken (guarded by the table's lock)
+
+	// The canaries, rollbacks and operations in progress of the processors (canary.go),
+	// guarded by the table's lock.
+	canaries map[*processor]*canary     // a processor's canary: a module on some partitions only
+	backs    map[*processor]*backModule // the module a processor's last rollback left, which migrates its stores back
+	ops      map[*processor]string      // the deploy, canary, promote or rollback waiting for its tasks to switch
 
 	versions   atomic.Pointer[[]ProcessorStatus] // Processors() as of the loop's last round, for Status without the table's lock
 	versionsAt time.Time                         // when versions was stored (the loop's)
@@ -99,15 +115,11 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
 	}
 	r.tasks.mu.Lock()
-	res = DeployResult{Processor: name, Previous: p.version}
-	running := r.deploy.running
-	_, unswitched, _ := r.deploy.switchProgress(p, p.mod)
+	res = DeployResult{Processor: name, Action: opDeploy, Previous: p.version}
+	err = r.deploy.ready(p, false)
 	r.tasks.mu.Unlock()
-	switch {
-	case !running:
-		return res, fmt.Errorf("%w: processor %s: the application is not running", ErrNotRunning, name)
-	case unswitched > 0:
-		return res, fmt.Errorf("%w: processor %s: %d tasks have not switched to %s yet", ErrSwitchPending, name, unswitched, short(res.Previous.Hash))
+	if err != nil {
+		return res, err
 	}
 	// The running module again (a watcher seeing the same bytes rewritten): nothing to
 	// compile. The hash is the one engine.Compile gives a module.
@@ -136,17 +148,28 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	prev := p.version
 	p.mod, p.version, p.previous, p.prevMod, p.switchErr = mod, res.Version, &prev, old, nil
 	r.deploy.retired = append(r.deploy.retired, old)
+	r.deploy.forgetBack(p)
 	r.tasks.mu.Unlock()
+	r.deploy.keep(p, wasm, prev)
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
-	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, mod, prev)
+	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, mod, prev, opDeploy)
 	return res, err
 }
 
 // awaitSwitch waits until the loop has switched every running task of p to mod, for up to
 // switchWait since a task last switched, and returns how many there are; or until p went back
 // to prev, its previous module, because a task could not start mod (ErrSwitchFailed), or the
-// application stopped. The caller holds no lock.
-func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Module, prev ModuleVersion) (int, error) {
+// application stopped. op names the operation (opDeploy, ...) for /v1/processors while it
+// waits. The caller holds no lock.
+func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Module, prev ModuleVersion, op string) (int, error) {
+	dp.rt.tasks.mu.Lock()
+	dp.setOp(p, op)
+	dp.rt.tasks.mu.Unlock()
+	defer func() {
+		dp.rt.tasks.mu.Lock()
+		dp.setOp(p, "")
+		dp.rt.tasks.mu.Unlock()
+	}()
 	name := p.cfg.Name
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -185,14 +208,15 @@ func (dp *deploys) awaitSwitch(ctx context.Context, p *processor, mod *engine.Mo
 	}
 }
 
-// switchProgress returns how many running tasks of p run mod and how many do not; and the
-// error that made p go back to its previous module. The caller holds the table's lock.
+// switchProgress returns how many running tasks of p that are to run mod (modFor) run it and
+// how many do not; and the error that made p go back to its previous module (or drop its
+// canary) when it no longer has mod. The caller holds the table's lock.
 func (dp *deploys) switchProgress(p *processor, mod *engine.Module) (done, left int, err error) {
-	if p.mod != mod {
+	if c := dp.canaries[p]; p.mod != mod && (c == nil || c.mod != mod) {
 		return 0, 0, p.switchErr
 	}
 	for _, t := range dp.rt.tasks.active {
-		if t.proc == p && t.state == stateRunning && t.mod != nil {
+		if t.proc == p && t.state == stateRunning && t.mod != nil && dp.modFor(t) == mod {
 			if t.mod == mod {
 				done++
 			} else {
@@ -232,7 +256,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	var due []*task
 	for _, t := range dp.rt.tasks.active {
 		switch {
-		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.pool == nil || t.failed || t.mod == t.proc.mod || t.mig != nil:
+		case t.state != stateRunning || t.busy() || len(t.held) > 0 || t.pool == nil || t.failed || t.mod == dp.modFor(t) || t.mig != nil:
 		case t.uncommitted(): // its work is not committed yet
 		default:
 			due = append(due, t)
@@ -250,7 +274,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 	starts := make(map[*task]*started, len(due))
 	var switching []*task
 	for _, t := range due {
-		s := &started{mod: t.proc.mod}
+		s := &started{mod: dp.modFor(t)}
 		starts[t] = s
 		var migrates bool
 		if migrates, s.err = dp.migrateFirst(ctx, t, s.mod); migrates || s.err != nil {
@@ -281,6 +305,12 @@ func (dp *deploys) switchModules(ctx context.Context) {
 		}
 		if s.err != nil {
 			dp.rt.log.Error("the new module cannot start: back to the previous one", "processor", p.cfg.Name, "partition", t.id.Partition, "error", s.err)
+			if c := dp.canaries[p]; c != nil && c.mod == s.mod {
+				delete(dp.canaries, p) // the canary's tasks go back to the processor's module
+				p.switchErr = fmt.Errorf("task %s: %w", t.id, s.err)
+				dp.retired = append(dp.retired, s.mod)
+				continue
+			}
 			if p.previous != nil && p.prevMod != nil && p.mod == s.mod {
 				p.mod, p.switchErr = p.prevMod, fmt.Errorf("task %s: %w", t.id, s.err)
 				p.version, p.previous, p.prevMod = *p.previous, nil, nil
@@ -299,7 +329,7 @@ func (dp *deploys) switchModules(ctx context.Context) {
 func (dp *deploys) closeRetired() {
 	dp.retired = slices.DeleteFunc(dp.retired, func(mod *engine.Module) bool {
 		for _, p := range dp.rt.procs {
-			if p.mod == mod || p.prevMod == mod {
+			if p.mod == mod || p.prevMod == mod || dp.canaries[p] != nil && dp.canaries[p].mod == mod || dp.backs[p] != nil && dp.backs[p].mod == mod {
 				return false
 			}
 		}
@@ -319,8 +349,9 @@ func (dp *deploys) closeRetired() {
 	})
 }
 
-// Processors returns each processor's module versions and how many of its running tasks run
-// the current one.
+// Processors returns each processor's module versions, how many of its running tasks run the
+// module they are to run (the current one, or its canary's), which task runs which module,
+// and what is in progress.
 func (r *Runtime) Processors() []ProcessorStatus {
 	r.tasks.mu.Lock()
 	defer r.tasks.mu.Unlock()
@@ -338,6 +369,7 @@ func (dp *deploys) processorsLocked() []ProcessorStatus {
 		}
 		ps.Switched, ps.Tasks, _ = dp.switchProgress(p, p.mod)
 		ps.Tasks += ps.Switched
+		dp.describe(p, &ps)
 		out = append(out, ps)
 	}
 	return out

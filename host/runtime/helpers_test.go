@@ -43,10 +43,11 @@ func TestMain(m *testing.M) {
 		"probe":       "../engine/testdata/goprobe", // each record's value is a command: "panic", ...
 		"windowcount": "../../plugins/windowcount",
 		"sessionize":  "../../plugins/sessionize",
-		"countv2":     "testdata/countv2",             // count that also keeps "seen:<word>" and marks its output version=2
-		"pertask":     "../engine/testdata/gopertask", // asks for an instance per task; emits the records its instance saw
-		"countjson":   "../../plugins/countjson",      // count over a store of version 2 (JSON), migrated from count's
-		"migratefail": "testdata/migratefail",         // declares version 2 of counts; its migration fails on "poison"
+		"countv2":     "testdata/countv2",                            // count that also keeps "seen:<word>" and marks its output version=2
+		"pertask":     "../engine/testdata/gopertask",                // asks for an instance per task; emits the records its instance saw
+		"countjson":   "../../plugins/countjson",                     // count over a store of version 2 (JSON), migrated from count's
+		"migratefail": "testdata/migratefail",                        // declares version 2 of counts; its migration fails on "poison"
+		"reversible":  "../../plugins/countjson/testdata/reversible", // countjson whose migration a rollback can undo
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

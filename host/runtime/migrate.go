@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/statehost/statehost/abi"
 	"github.com/statehost/statehost/host/engine"
 	"github.com/statehost/statehost/store"
 )
@@ -56,6 +57,26 @@ type taskMigration struct {
 type storeMigration struct {
 	name     string
 	from, to uint32
+	// back: a reverse migration (to < from), made by the module that migrated the store to
+	// from (statehost_migrate_reverse; canary.go); nil for a migration of the task's new module.
+	back *engine.Module
+}
+
+// via returns the module that migrates the store: back, or mod, the one the task migrates for.
+func (sm storeMigration) via(mod *engine.Module) *engine.Module {
+	if sm.back != nil {
+		return sm.back
+	}
+	return mod
+}
+
+// call hands entries to in's migration of the store: statehost_migrate, or for a reverse
+// migration statehost_migrate_reverse.
+func (sm storeMigration) call(ctx context.Context, in *engine.Instance, entries []engine.Entry) error {
+	if sm.back != nil {
+		return in.MigrateReverse(ctx, sm.name, sm.to, entries)
+	}
+	return in.Migrate(ctx, sm.name, sm.from, entries)
 }
 
 // migrations is the deploys' side of store migrations: the store versions each module
@@ -210,9 +231,17 @@ func (dp *deploys) closeScratch() {
 
 // plan returns the migration that t's stores need before t runs mod, nil when none; an error
 // when a store holds a higher version than mod declares (mod does not know its entries'
-// form). versions are mod's.
-func plan(t *task, mod *engine.Module, versions map[string]uint32) (*taskMigration, error) {
+// form), unless back, the module a rollback left (canary.go), declares that store's migration
+// reversible down to mod's version: the store then migrates back through it. versions are
+// mod's.
+func plan(t *task, mod *engine.Module, versions map[string]uint32, back *backModule) (*taskMigration, error) {
 	var mg *taskMigration
+	add := func(sm storeMigration) {
+		if mg == nil {
+			mg = &taskMigration{mod: mod}
+		}
+		mg.stores = append(mg.stores, sm)
+	}
 	for _, s := range t.proc.stores {
 		part := t.cl.StoreTask().Partition(s.Name)
 		if part == nil || s.Kind != store.KeyValue {
@@ -220,14 +249,17 @@ func plan(t *task, mod *engine.Module, versions map[string]uint32) (*taskMigrati
 		}
 		have, want := part.Version(), versions[s.Name]
 		switch {
+		case want < have && back.reverses(s.Name, have, want):
+			add(storeMigration{name: s.Name, from: have, to: want, back: back.mod})
+		case want < have && back != nil:
+			return nil, fmt.Errorf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
+				"module %s, which migrated them, does not declare that migration reversible (%s): it cannot go back",
+				t.id, s.Name, have, short(mod.Hash()), want, short(back.mod.Hash()), abi.ExportStoreReversible)
 		case want < have:
 			return nil, fmt.Errorf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
 				"it cannot read them (deploy a module of version %d or later)", t.id, s.Name, have, short(mod.Hash()), want, have)
 		case want > have:
-			if mg == nil {
-				mg = &taskMigration{mod: mod}
-			}
-			mg.stores = append(mg.stores, storeMigration{name: s.Name, from: have, to: want})
+			add(storeMigration{name: s.Name, from: have, to: want})
 		}
 	}
 	return mg, nil
@@ -238,12 +270,12 @@ func plan(t *task, mod *engine.Module, versions map[string]uint32) (*taskMigrati
 // has migrated (advanceMigrations). The caller holds the table's lock.
 func (dp *deploys) planStart(ctx context.Context, t *task) (bool, error) {
 	dp.rt.tasks.status.setVersions(t.id, t.storeVersions())
-	mod := t.proc.mod
+	mod := dp.modFor(t)
 	versions, err := dp.versionsOf(ctx, t.proc, mod)
 	if err != nil {
 		return false, fmt.Errorf("runtime: task %s: module %s: %w", t.id, short(mod.Hash()), err)
 	}
-	mg, err := plan(t, mod, versions)
+	mg, err := plan(t, mod, versions, dp.backs[t.proc])
 	if mg == nil || err != nil {
 		return false, err
 	}
@@ -262,7 +294,7 @@ func (dp *deploys) migrateFirst(ctx context.Context, t *task, mod *engine.Module
 	if err != nil {
 		return false, err
 	}
-	mg, err := plan(t, mod, versions)
+	mg, err := plan(t, mod, versions, dp.backs[t.proc])
 	if mg == nil || err != nil {
 		return false, err
 	}
@@ -277,7 +309,7 @@ func (dp *deploys) migrateFirst(ctx context.Context, t *task, mod *engine.Module
 func (dp *deploys) oneWay(p *processor, mod *engine.Module) bool {
 	dp.mig.mu.Lock()
 	defer dp.mig.mu.Unlock()
-	return p.mod == mod && dp.mig.migratedTo[mod]
+	return (p.mod == mod || dp.canaries[p] != nil && dp.canaries[p].mod == mod) && dp.mig.migratedTo[mod]
 }
 
 // migrating reports whether a task migrates now: its job runs, or its writes wait for their
@@ -391,7 +423,7 @@ func (t *task) migrateStore(ctx context.Context, mod *engine.Module, sm storeMig
 	}
 	defer scratch.Close()
 	et.Partition = t.id.Partition
-	in, err := mod.Instantiate(ctx, et)
+	in, err := sm.via(mod).Instantiate(ctx, et)
 	if err != nil {
 		return fail(err)
 	}
@@ -402,7 +434,7 @@ func (t *task) migrateStore(ctx context.Context, mod *engine.Module, sm storeMig
 	}
 	var c entryChunk
 	err = feedChunks(c.reset(), it, func(entries []engine.Entry) error {
-		if err := in.Migrate(ctx, sm.name, sm.from, entries); err != nil {
+		if err := sm.call(ctx, in, entries); err != nil {
 			return fmt.Errorf("entries %q to %q: %w", entries[0].Key, entries[len(entries)-1].Key, err)
 		}
 		rt.tasks.status.migrationProgress(t.id, int64(len(entries)))
@@ -540,6 +572,13 @@ func replaceEntries(live, newer store.Store) (puts, deletes int64, err error) {
 // deploy is refused. Memory stores are not tried (their committed entries are the running
 // task's). At most Options.Workers tasks are tried at once. The caller holds no lock.
 func (dp *deploys) tryMigrations(ctx context.Context, p *processor, mod *engine.Module, versions map[string]uint32) error {
+	return dp.tryMigrationsOf(ctx, p, mod, versions, nil, func(*task) bool { return true })
+}
+
+// tryMigrationsOf is tryMigrations for the tasks of p that in selects, with back the module
+// that migrates stores back (plan).
+func (dp *deploys) tryMigrationsOf(ctx context.Context, p *processor, mod *engine.Module, versions map[string]uint32,
+	back *backModule, in func(*task) bool) error {
 	type try struct {
 		id taskID
 		sm storeMigration
@@ -547,10 +586,10 @@ func (dp *deploys) tryMigrations(ctx context.Context, p *processor, mod *engine.
 	var tries []try
 	dp.rt.tasks.mu.Lock()
 	for _, t := range dp.rt.tasks.active {
-		if t.proc != p || t.cl == nil {
+		if t.proc != p || t.cl == nil || !in(t) {
 			continue
 		}
-		mg, err := plan(t, mod, versions)
+		mg, err := plan(t, mod, versions, back)
 		if err != nil {
 			dp.rt.tasks.mu.Unlock()
 			return err
@@ -589,7 +628,7 @@ func (dp *deploys) tryMigration(ctx context.Context, p *processor, mod *engine.M
 	}
 	defer scratch.Close()
 	et.Partition = id.Partition
-	in, err := mod.Instantiate(ctx, et)
+	in, err := sm.via(mod).Instantiate(ctx, et)
 	if err != nil {
 		return err
 	}
@@ -598,7 +637,7 @@ func (dp *deploys) tryMigration(ctx context.Context, p *processor, mod *engine.M
 	var callErr error
 	call := func() bool {
 		entries := c.take()
-		if err := in.Migrate(ctx, sm.name, sm.from, entries); err != nil {
+		if err := sm.call(ctx, in, entries); err != nil {
 			callErr = fmt.Errorf("entries %q to %q: %w", entries[0].Key, entries[len(entries)-1].Key, err)
 			return false
 		}

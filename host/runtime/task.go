@@ -113,7 +113,7 @@ func (t *task) openStores() error {
 // busy.
 func (t *task) startPlugin(ctx context.Context) error {
 	t.et = t.engineTask()
-	pool, own := t.proc.poolFor(t.proc.mod, t.rt.opts.Workers)
+	pool, own := t.proc.poolFor(t.rt.deploy.modFor(t), t.rt.opts.Workers)
 	err := t.start(ctx, pool, own)
 	t.flush() // what an init wrote
 	if err != nil {
