@@ -59,7 +59,12 @@ func TestDeployUsage(t *testing.T) {
 		{[]string{"deploy", "--processor", "count"}, 2, "want one FILE.wasm, got 0 arguments"},
 		{[]string{"deploy", "a.wasm", "--processor", "count", "b.wasm"}, 2, "want one FILE.wasm, got 2 arguments"},
 		{[]string{"deploy", "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"deploy", "-h"}, 0, "Usage: statehost deploy [--config FILE] --processor NAME FILE.wasm"},
+		{[]string{"deploy", "-h"}, 0, "Usage: statehost deploy [--config FILE] --processor NAME [--partitions LIST] FILE.wasm | --promote"},
+		{[]string{"deploy", "--processor", "count", "--promote", "m.wasm"}, 2, "--promote takes no FILE.wasm and no --partitions"},
+		{[]string{"rollback"}, 2, "--processor is required"},
+		{[]string{"rollback", "--processor", "count", "x"}, 2, `unexpected argument "x"`},
+		{[]string{"rollback", "--config", cfg, "--processor", "count"}, 1,
+			"the config has no admin listener (admin { listen = ... }): statehost rollback needs one"},
 		{[]string{"deploy", "--config", filepath.Join(t.TempDir(), "none.hcl"), "--processor", "count", "m.wasm"}, 1, "none.hcl"},
 		{[]string{"deploy", "--config", cfg, "--processor", "count", "m.wasm"}, 1,
 			"the config has no admin listener (admin { listen = ... }): statehost deploy needs one"},
@@ -69,7 +74,7 @@ func TestDeployUsage(t *testing.T) {
 			t.Errorf("statehost %q: got %v\nwant exit %d, no stdout, stderr with %q", tc.args, r, tc.code, tc.stderr)
 		}
 	}
-	if r := runCLI(ctx, "", "help"); !strings.Contains(r.stdout, "statehost deploy [--config FILE] --processor NAME FILE.wasm") {
+	if r := runCLI(ctx, "", "help"); !strings.Contains(r.stdout, "statehost deploy [--config FILE] --processor NAME [--partitions LIST] FILE.wasm") {
 		t.Errorf("usage lacks deploy:\n%s", r.stdout)
 	}
 }
@@ -157,31 +162,8 @@ func TestDeployAgainstServer(t *testing.T) {
 // broken one, a WASI command (refused, saying to build a reactor; validate refuses it too) and
 // one for an unknown processor; the application counts on.
 func TestE2EDeploy(t *testing.T) {
-	// The admin listener is on every interface, which needs a token (the fake server and
-	// the app process take it from the environment, as the CLI does).
-	t.Setenv(config.AdminTokenEnv, "t")
-	bin, addr, cfg, dir := e2eSetup(t, true)
+	bin, addr, cfg, dir, withAdmin, app := startAdminApp(t)
 	mods := buildModules(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	src, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withAdmin := strings.Replace(string(src), "admin {\n  listen = \"\"\n}", "admin {\n  listen = \":"+port+"\"\n}", 1)
-	if withAdmin == string(src) {
-		t.Fatal("the word-count config has no admin block to replace")
-	}
-	if err := os.WriteFile(cfg, []byte(withAdmin), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	app := startApp(t, bin, cfg, "app")
-	app.waitTasks(t, 60*time.Second)
-
 	v1, err := os.ReadFile(mods["count"])
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +220,37 @@ func TestE2EDeploy(t *testing.T) {
 	produceLines(t, bin, addr, "sentences", lines)
 	waitCounts(t, addr, "word-counts", wordgen.Strings(ref))
 	stopClean(t, app)
+}
+
+// startAdminApp starts the word count as a process whose admin listener is on every
+// interface, and waits for its tasks; it returns the binary, the broker's address, the
+// configuration file, its directory and text, and the app.
+func startAdminApp(t *testing.T) (bin, addr, cfg, dir, src string, app *appProcess) {
+	t.Helper()
+	// The admin listener is on every interface, which needs a token (the fake server and
+	// the app process take it from the environment, as the CLI does).
+	t.Setenv(config.AdminTokenEnv, "t")
+	bin, addr, cfg, dir = e2eSetup(t, true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	old, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = strings.Replace(string(old), "admin {\n  listen = \"\"\n}", "admin {\n  listen = \":"+port+"\"\n}", 1)
+	if src == string(old) {
+		t.Fatal("the word-count config has no admin block to replace")
+	}
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app = startApp(t, bin, cfg, "app")
+	app.waitTasks(t, 60*time.Second)
+	return bin, addr, cfg, dir, src, app
 }
 
 // commandModule builds plugins/count as a WASI command (go build without -buildmode=c-shared:

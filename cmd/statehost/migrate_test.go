@@ -37,6 +37,8 @@ func buildMigrationModules(t testing.TB) map[string]string {
 		for name, pkg := range map[string]string{
 			"slowmigrate": "../../plugins/countjson/testdata/slowmigrate",
 			"migratefail": "../../host/runtime/testdata/migratefail",
+			"countjson":   "../../plugins/countjson",
+			"reversible":  "../../plugins/countjson/testdata/reversible",
 		} {
 			mods[name] = filepath.Join(binaryDir, name+".wasm")
 			if err := wasmbuild.Go(ctx, pkg, mods[name]); err != nil {
