@@ -312,7 +312,6 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("runtime: list the local state in %s: %w", dir, err)
 	}
 	r.local.load(held)
-	r.publishView()
 	r.reload.publish()
 	r.sb.cleanedAt = time.Now()
 	if err := r.connect(ctx); err != nil {
@@ -322,6 +321,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if err := topics.setupTopics(ctx); err != nil {
 		return nil, err
 	}
+	r.publishView() // once setupTopics has given the processors their partitions
 	topics.learnLimits(ctx)
 	return r, nil
 }
