@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/statehost/statehost/internal/topictest"
 	"github.com/statehost/statehost/internal/wordgen"
 	"github.com/statehost/statehost/pluginsdk/wasmbuild"
+	"github.com/statehost/statehost/store"
 )
 
 // Helpers of the soak test (soak_test.go): its configuration, its instances, its producer,
@@ -106,9 +108,10 @@ processor "guard" {
 // soakModules builds what the soak runs into dir/modules (the files the configuration
 // names; the instances watch them) and the two versions of count into dir/versions:
 // plugins/count (v1) and host/runtime/testdata/countv2 (v2, which also keeps "seen:<word>"
-// and marks its output version=2). It returns the module files by processor, and the two
-// versions.
-func soakModules(t *testing.T, dir string) (mods map[string]string, versions [2]string) {
+// and marks its output version=2), and countjson's reversible variant
+// (plugins/countjson/testdata/reversible) into dir/versions. It returns the module files by
+// processor, the two versions, and the reversible countjson.
+func soakModules(t *testing.T, dir string) (mods map[string]string, versions [2]string, reversible string) {
 	t.Helper()
 	built := buildModules(t)
 	mdir, vdir := filepath.Join(dir, "modules"), filepath.Join(dir, "versions")
@@ -120,9 +123,14 @@ func soakModules(t *testing.T, dir string) (mods map[string]string, versions [2]
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	guard, v2 := filepath.Join(mdir, "guard.wasm"), filepath.Join(vdir, "count-v2.wasm")
-	for src, out := range map[string]string{"poison": guard, "countv2": v2} {
-		if err := wasmbuild.Go(ctx, filepath.Join("..", "..", "host", "runtime", "testdata", src), out); err != nil {
-			t.Fatalf("build testdata/%s: %v", src, err)
+	reversible = filepath.Join(vdir, soakReversible)
+	for src, out := range map[string]string{
+		filepath.Join("host", "runtime", "testdata", "poison"):          guard,
+		filepath.Join("host", "runtime", "testdata", "countv2"):         v2,
+		filepath.Join("plugins", "countjson", "testdata", "reversible"): reversible,
+	} {
+		if err := wasmbuild.Go(ctx, filepath.Join("..", "..", src), out); err != nil {
+			t.Fatalf("build %s: %v", src, err)
 		}
 	}
 	versions = [2]string{filepath.Join(vdir, "count-v1.wasm"), v2}
@@ -130,7 +138,7 @@ func soakModules(t *testing.T, dir string) (mods map[string]string, versions [2]
 	soakCopy(t, built["tokenize"], mods["tokenize"])
 	soakCopy(t, built["count"], versions[0])
 	soakCopy(t, built["count"], mods["count"])
-	return mods, versions
+	return mods, versions, reversible
 }
 
 // soakCopy writes the file src to dst through a temporary file renamed over it, as a deploy
@@ -160,6 +168,9 @@ type soakInstance struct {
 	runs  int    // incarnations so far
 	proc  *instance
 	procs []*appProcess // every incarnation, for the logs
+	// canRollback: the instance took countjson through statehost deploy, and has count to
+	// roll back to; a start ends it (soak_migrate_test.go). down: stopped on purpose.
+	canRollback, down bool
 }
 
 // start starts a new incarnation and waits for its admin listener.
@@ -167,6 +178,7 @@ func (s *soak) start(in *soakInstance) {
 	t := s.t
 	t.Helper()
 	in.runs++
+	in.canRollback = false
 	if err := os.MkdirAll(in.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -390,17 +402,18 @@ func sequenceBreaks(seqs map[string][]int) (n int, example string) {
 }
 
 // soakChangelogLatest reads a changelog read_committed and returns the latest value of each
-// key that is a count, leaving out countv2's "seen:" keys.
+// key that is a count (decimal, or countjson's {"n":5}), leaving out countv2's "seen:" keys
+// and the store's version records.
 func soakChangelogLatest(t *testing.T, addr, topic string) map[string]int {
 	t.Helper()
 	latest, _ := topictest.LatestCommitted(t, []string{addr}, topic)
 	out := map[string]int{}
 	for k, v := range latest {
-		if strings.HasPrefix(k, soakV2Prefix) {
+		if strings.HasPrefix(k, soakV2Prefix) || store.IsVersionRecordKey([]byte(k)) {
 			continue
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
+		n, ok := soakCount(v)
+		if !ok {
 			t.Errorf("changelog %s: key %q has the value %q, not a count", topic, k, v)
 			continue
 		}
@@ -447,7 +460,8 @@ func soakRangeOnce(ctx context.Context, admin, store string, p int32) (map[strin
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, nil
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return nil, resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	out := map[string]string{}
 	sc := bufio.NewScanner(resp.Body)
@@ -467,8 +481,8 @@ func soakRangeOnce(ctx context.Context, admin, store string, p int32) (map[strin
 	return out, resp.StatusCode, sc.Err()
 }
 
-// countsOf turns store entries into counts, leaving out countv2's "seen:" keys and, with
-// skip, the keys skip says to leave out.
+// countsOf turns store entries into counts (decimal, or countjson's {"n":5}), leaving out
+// countv2's "seen:" keys and, with skip, the keys skip says to leave out.
 func countsOf(t *testing.T, what string, parts map[int32]map[string]string, skip func(string) bool) map[string]int {
 	t.Helper()
 	out := map[string]int{}
@@ -477,8 +491,8 @@ func countsOf(t *testing.T, what string, parts map[int32]map[string]string, skip
 			if strings.HasPrefix(k, soakV2Prefix) || (skip != nil && skip(k)) {
 				continue
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil {
+			n, ok := soakCount(v)
+			if !ok {
 				t.Errorf("%s partition %d: key %q has the value %q, not a count", what, p, k, v)
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,12 +28,15 @@ import (
 // instance SIGKILLed and started again, the broker stopped (SIGTERM) and started again on
 // the same address and data directory a few seconds later (on Apache Kafka, with
 // STATEHOST_TEST_KAFKA=1: a node of the 3-node cluster SIGKILLed and started again on its data
-// a few seconds later), and a reload of count, between
-// plugins/count and countv2 (the same counts), through `statehost deploy` to every instance or
-// by writing the module file that the instances watch. At the end the input stops, the
-// application drains, and the final state is compared with the reference computed from the
-// input topic: the output topics, the changelog and the stores (read through the admin API,
-// as `statehost query` reads them, which is spot-checked too), and the dead-letter topic.
+// a few seconds later), a reload of count, between plugins/count and countv2 (the same
+// counts), through `statehost deploy` to every instance or by writing the module file that
+// the instances watch, and a migrating deploy: countjson (reversible) deployed to every
+// instance, its store migrating to JSON {"n":5}, rolled back with `statehost rollback` the next
+// time (soak_migrate_test.go). At the end the input stops, the application drains, and the
+// final state is compared with the reference computed from the input topic (count's and
+// countjson's forms alike): the output topics, the changelog and the stores (read through
+// the admin API, as `statehost query` reads them, which is spot-checked too), and the
+// dead-letter topic.
 // Under exactly_once every difference must be zero, each word's outputs must be its counts
 // 1, 2, ..., n in order, and every poison record must be dead-lettered exactly once; under
 // at_least_once nothing may be under-counted nor missing, and over-counts are reported.
@@ -52,6 +56,7 @@ var (
 	soakInstancesF  = flag.Int("soak.instances", 2, "soak test: how many instances run the application")
 	soakLogsF       = flag.String("soak.logs", "", "soak test: directory for the logs of every process (default: a new one under $TMPDIR, printed)")
 	soakBrokerKillF = flag.Bool("soak.broker-kill", false, "soak test, at_least_once only: SIGKILL the broker in half of its restarts")
+	soakMigratesF   = flag.Int("soak.migrates", 1, "soak test: how many migrating deploys (and rollbacks) each deck of faults holds")
 )
 
 // The faults' timing.
@@ -67,33 +72,35 @@ const (
 
 // soak is one soak run.
 type soak struct {
-	t         *testing.T
-	bin       string
-	dir       string
-	logDir    string
-	guarantee string
-	exact     bool
-	rng       *rand.Rand
-	addr      string
-	brokerDir string
-	broker    *brokerProcess        // on statehost broker
-	cluster   *kafkacluster.Cluster // instead, with STATEHOST_TEST_KAFKA=1
-	brokers   []*brokerProcess      // every incarnation, for the logs
-	adm       *kadm.Client
-	mods      map[string]string
-	versions  [2]string // count v1 and v2
-	current   int       // the version of count the module file holds
-	ins       []*soakInstance
-	began     time.Time
-	faults    []soakFault
-	sum       soakSummary
+	t          *testing.T
+	bin        string
+	dir        string
+	logDir     string
+	guarantee  string
+	exact      bool
+	rng        *rand.Rand
+	addr       string
+	brokerDir  string
+	broker     *brokerProcess        // on statehost broker
+	cluster    *kafkacluster.Cluster // instead, with STATEHOST_TEST_KAFKA=1
+	brokers    []*brokerProcess      // every incarnation, for the logs
+	adm        *kadm.Client
+	mods       map[string]string
+	versions   [2]string // count v1 and v2
+	current    int       // the version of count the module file holds (or held before countjson)
+	reversible string    // countjson's reversible variant, which the fault "migrate" deploys
+	jsonRuns   bool      // countjson runs (after a "migrate" fault, until the next one)
+	ins        []*soakInstance
+	began      time.Time
+	faults     []soakFault
+	sum        soakSummary
 }
 
 // soakFault is one fault and how long the application took to commit new input on every
 // partition after it began.
 type soakFault struct {
 	n        int
-	kind     string // kill, broker, deploy, file
+	kind     string // kill, broker, deploy, file, migrate
 	detail   string
 	at       time.Duration
 	recovery time.Duration
@@ -123,6 +130,9 @@ func TestSoak(t *testing.T) {
 	if g != "exactly_once" && g != "at_least_once" {
 		t.Fatalf("-soak.guarantee %q: want exactly_once or at_least_once", g)
 	}
+	if *soakMigratesF < 0 {
+		t.Fatalf("-soak.migrates %d: want 0 or more", *soakMigratesF)
+	}
 	if *soakInstancesF < 1 {
 		t.Fatalf("-soak.instances %d: want at least 1", *soakInstancesF)
 	}
@@ -150,7 +160,7 @@ func TestSoak(t *testing.T) {
 		g, *soakDuration, *soakInstancesF, seed, seed, s.logDir)
 
 	s.bin = buildBinary(t)
-	s.mods, s.versions = soakModules(t, s.dir)
+	s.mods, s.versions, s.reversible = soakModules(t, s.dir)
 	if kafkacluster.Requested() {
 		b := startBroker(t, brokerOptions{})
 		s.cluster, s.addr = b.cluster, b.addr
@@ -208,14 +218,21 @@ func (s *soak) faultLoop(deadline time.Time) {
 	var deck []string
 	for {
 		gap := soakMinGap + time.Duration(s.rng.Int64N(int64(soakMaxGap-soakMinGap)))
-		// The kinds come from a shuffled deck, so that every kind comes in each 11 faults; the
-		// kind and its parameters are drawn now, so that a seed repeats them.
-		if len(deck) == 0 {
-			deck = []string{"kill", "kill", "kill", "kill", "broker", "broker", "broker", "deploy", "deploy", "file", "file"}
-			s.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		// The kinds come from a shuffled deck, so that every kind comes in each 11 faults (and
+		// -soak.migrates more); the kind and its parameters are drawn now, so that a seed
+		// repeats them. A card that cannot come now (soakEligible) waits in the deck.
+		i := slices.IndexFunc(deck, s.soakEligible)
+		for i < 0 {
+			more := []string{"kill", "kill", "kill", "kill", "broker", "broker", "broker", "deploy", "deploy", "file", "file"}
+			for range *soakMigratesF {
+				more = append(more, "migrate")
+			}
+			s.rng.Shuffle(len(more), func(i, j int) { more[i], more[j] = more[j], more[i] })
+			deck = append(deck, more...)
+			i = slices.IndexFunc(deck, s.soakEligible)
 		}
-		kind := deck[0]
-		deck = deck[1:]
+		kind := deck[i]
+		deck = slices.Delete(deck, i, i+1)
 		p1, p2 := s.rng.Int64(), s.rng.Int64()
 		if time.Now().Add(gap).After(deadline) {
 			s.sleep(time.Until(deadline))
@@ -226,7 +243,7 @@ func (s *soak) faultLoop(deadline time.Time) {
 		began := time.Now()
 		switch kind {
 		case "kill":
-			in := s.ins[p1%int64(len(s.ins))]
+			in := s.killTarget(p1)
 			after := time.Duration(p2 % int64(soakMaxRestart))
 			in.proc.killNow(s.t)
 			s.sleep(after)
@@ -248,6 +265,8 @@ func (s *soak) faultLoop(deadline time.Time) {
 			f.detail = fmt.Sprintf("%v, away for %v", sig, down.Round(time.Millisecond))
 		case "deploy", "file":
 			f.detail = s.reload(kind == "deploy")
+		case "migrate":
+			f.detail = s.migrate()
 		}
 		fmt.Printf("soak: fault %d at %v: %s: %s\n", f.n, f.at.Round(time.Second), f.kind, f.detail)
 		s.waitProgress(fmt.Sprintf("fault %d (%s: %s)", f.n, f.kind, f.detail))
@@ -283,16 +302,11 @@ func (s *soak) startBroker() {
 // reload switches count to its other version: with statehost deploy to every instance, then
 // written over the module file (as README says to), or only written over the module file
 // (the instances' watchers deploy it). It waits until every instance runs it on every running
-// task, and reports an error if one does not within soakSwitchLimit.
+// task (awaitModule).
 func (s *soak) reload(viaDeploy bool) string {
 	t := s.t
 	next := 1 - s.current
 	file := s.versions[next]
-	wasm, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := hashOf(wasm)
 	how := "written over the module file"
 	if viaDeploy {
 		how = "statehost deploy to every instance"
@@ -305,35 +319,14 @@ func (s *soak) reload(viaDeploy bool) string {
 	}
 	soakCopy(t, file, s.mods["count"])
 	s.current = next
-	deadline := time.Now().Add(soakSwitchLimit)
-	for {
-		s.checkAlive()
-		var behind []string
-		for _, in := range s.ins {
-			ps, err := soakProcessors(t.Context(), in.proc.admin)
-			switch c := ps["count"]; {
-			case err != nil:
-				behind = append(behind, fmt.Sprintf("%s: %v", in.proc.name, err))
-			case c.Current.Hash != want || c.Switched != c.Tasks:
-				behind = append(behind, fmt.Sprintf("%s runs %s on %d of %d tasks", in.proc.name, shortHash(c.Current.Hash), c.Switched, c.Tasks))
-			}
-		}
-		if len(behind) == 0 {
-			return fmt.Sprintf("count v%d (%s), %s", next+1, shortHash(want), how)
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("count v%d (%s), %s: not running everywhere after %v: %s", next+1, shortHash(want), how, soakSwitchLimit, strings.Join(behind, "; "))
-			return fmt.Sprintf("count v%d (%s), %s: NOT SWITCHED (%s)", next+1, shortHash(want), how, strings.Join(behind, "; "))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return s.awaitModule(file, fmt.Sprintf("count v%d, %s", next+1, how))
 }
 
 // checkAlive fails the test if an instance exited on its own.
 func (s *soak) checkAlive() {
 	s.t.Helper()
 	for _, in := range s.ins {
-		if in.proc.exited() && in.proc.killedAt.IsZero() {
+		if !in.down && in.proc.exited() && in.proc.killedAt.IsZero() {
 			s.t.Fatalf("%s exited %d on its own; its last error: %s", in.proc.name, in.proc.code, lastError(in.proc.appProcess))
 		}
 	}
@@ -347,7 +340,8 @@ func (s *soak) sleep(d time.Duration) {
 	}
 }
 
-// waitTasksRunning waits until every task runs on one instance.
+// waitTasksRunning waits until every task runs on one instance (of those not stopped on
+// purpose).
 func (s *soak) waitTasksRunning(timeout time.Duration) {
 	t := s.t
 	deadline := time.Now().Add(timeout)
@@ -355,6 +349,9 @@ func (s *soak) waitTasksRunning(timeout time.Duration) {
 		s.checkAlive()
 		running, other := 0, 0
 		for _, in := range s.ins {
+			if in.down {
+				continue
+			}
 			for _, ts := range in.proc.status(t).Tasks {
 				switch ts.State {
 				case "running":
@@ -495,9 +492,10 @@ func (s *soak) check() {
 	sum.set("faults_broker_restart", kinds["broker"])
 	sum.set("faults_reload_deploy", kinds["deploy"])
 	sum.set("faults_reload_file", kinds["file"])
+	sum.set("faults_migrate", kinds["migrate"])
 	sum.set("faults_poison_records", in.poison)
 	sum.set("faults_survived", len(s.faults)+in.poison)
-	for _, kind := range []string{"kill", "broker", "deploy", "file"} {
+	for _, kind := range []string{"kill", "broker", "deploy", "file", "migrate"} {
 		var worst time.Duration
 		for _, f := range s.faults {
 			if f.kind == kind {
@@ -607,7 +605,7 @@ func (s *soak) queryChecks(in soakInput, store, guardStore map[string]int) {
 		if x.store == soakGuardStore {
 			want = guardStore[x.key]
 		}
-		if code != 0 || out != fmt.Sprint(want) {
+		if got, ok := soakCount(out); code != 0 || !ok || got != want {
 			bad++
 			t.Errorf("statehost query through %s %s %q: exit %d, %q; the range read %d", in.proc.name, x.store, x.key, code, out, want)
 		}
