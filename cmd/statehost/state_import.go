@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -360,6 +361,14 @@ func (im *importer) checkTTLTime(tasks map[int32]*changelog.Task) error {
 	return fmt.Errorf("store %s has a ttl counted in stream time, and partitions %v have no stream time yet: the entries written there would count as written at time 0, and expire at the first record; import into a store with ttl_clock = \"wall_clock\", or where the application has run", im.s.spec.Name, none)
 }
 
+// time is the event time of a window or session entry: a window's start, a session's end.
+func (e importEntry) time(kind store.Kind) int64 {
+	if kind == store.Session {
+		return e.End
+	}
+	return e.Start
+}
+
 // writePartition puts entries into the store of t and commits (also on the way, when the
 // task's uncommitted writes ask for it); it returns the entries written and dropped.
 func (im *importer) writePartition(ctx context.Context, t *changelog.Task, entries []importEntry) (written, dropped int, err error) {
@@ -370,12 +379,22 @@ func (im *importer) writePartition(ctx context.Context, t *changelog.Task, entri
 		return nil
 	}
 	name := im.s.spec.Name
+	if im.s.spec.Windowed() {
+		// A window or session is written at its own time: the stream time rises to it first,
+		// entry by entry in time order. The changelog record is stamped with the stream time
+		// (a compact,delete topic: Apache Kafka deletes a record stamped 0 at once), and no
+		// entry is closed by a later one's time.
+		entries = slices.Clone(entries)
+		slices.SortStableFunc(entries, func(a, b importEntry) int { return cmp.Compare(a.time(im.s.spec.Kind), b.time(im.s.spec.Kind)) })
+	}
 	for _, e := range entries {
 		stored := true
 		switch im.s.spec.Kind {
 		case store.Window:
+			t.StoreTask().ObserveTime(e.time(store.Window))
 			stored, err = t.WindowStore(name).Put(e.Key, e.Start, e.Value)
 		case store.Session:
+			t.StoreTask().ObserveTime(e.time(store.Session))
 			stored, err = t.SessionStore(name).Put(e.Key, e.Start, e.End, e.Value)
 		default:
 			err = t.Store(name).Put(e.Key, e.Value)
