@@ -125,8 +125,10 @@ func TestStateExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Keyed words, a record every 20s of event time for about 3 hours.
-	const t0 = 1_700_000_000_000
+	// Keyed words, a record every 20s of event time for about 3 hours, ending more than half
+	// an hour ago: recent enough that Apache Kafka's retention of the window store's changelog
+	// (compact,delete: the windows' retention plus a day) keeps them, as kfake would any time.
+	t0 := time.Now().Add(-4 * time.Hour).Truncate(time.Hour).UnixMilli()
 	ref := map[string]int{}
 	var recs []*kgo.Record
 	for i := range 600 {
