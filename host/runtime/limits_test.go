@@ -268,7 +268,7 @@ func TestOversizedWritesOfEveryStoreType(t *testing.T) {
 // counted as emit_budget.
 func TestPoisonReasonEmitBudget(t *testing.T) {
 	ge := &engine.GuestError{Processor: "p", Topic: "in", Offset: 3, Kind: engine.ErrEmitBudget}
-	if _, reason, ok := poisonReason(ge); !ok || reason != "emit_budget" {
-		t.Fatalf("poisonReason = %q, %v; want emit_budget, true", reason, ok)
+	if _, reason, ok := PoisonReason(ge); !ok || reason != "emit_budget" {
+		t.Fatalf("PoisonReason = %q, %v; want emit_budget, true", reason, ok)
 	}
 }

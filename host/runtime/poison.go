@@ -69,10 +69,11 @@ const (
 	HeaderKeyTruncated   = "statehost.truncated_key"   // the original length of the key, when it was cut
 )
 
-// poisonReason returns the reason label of statehost_records_skipped_total for a guest
+// PoisonReason returns the reason label of statehost_records_skipped_total for a guest
 // failure, and whether the failure makes its record a poison record: a failure of the guest
-// itself, not of a host function, the ABI call sequence or a stop.
-func poisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
+// itself, not of a host function, the ABI call sequence or a stop (statehost test's driver
+// judges its guests' failures with it too).
+func PoisonReason(err error) (ge *engine.GuestError, reason string, ok bool) {
 	if !errors.As(err, &ge) || ge.Offset < 0 {
 		return nil, "", false
 	}
@@ -440,7 +441,7 @@ func (t *task) processGuarded(ctx context.Context, records []engine.Record) (int
 			records, alone = records[len(call):], false
 			continue
 		}
-		ge, reason, ok := poisonReason(err)
+		ge, reason, ok := PoisonReason(err)
 		k := -1
 		if ok {
 			for i := range call {

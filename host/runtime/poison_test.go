@@ -351,12 +351,12 @@ func testPoisonFail(t *testing.T, base, mod, guarantee string) {
 // poison; one that ran out of time in guest code does.
 func TestPoisonReasonEmitTimeout(t *testing.T) {
 	slow := &engine.GuestError{Kind: engine.ErrTimeout, Offset: 7, Err: errors.New("stopped at the batch time limit")}
-	if _, reason, ok := poisonReason(slow); !ok || reason != "timeout" {
+	if _, reason, ok := PoisonReason(slow); !ok || reason != "timeout" {
 		t.Errorf("a guest past its time limit: reason %q, poison %v; want timeout, poison", reason, ok)
 	}
 	waited := &engine.GuestError{Kind: engine.ErrTimeout, Offset: 7,
 		Err: fmt.Errorf("%w: output %q: %w", engine.ErrEmit, "out", context.DeadlineExceeded)}
-	if _, _, ok := poisonReason(waited); ok {
+	if _, _, ok := PoisonReason(waited); ok {
 		t.Errorf("an emit that waited for the producer until the deadline made its record poison")
 	}
 }

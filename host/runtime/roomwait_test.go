@@ -235,11 +235,11 @@ func TestPoisonReasonNoRoom(t *testing.T) {
 	noRoom := fmt.Errorf("%w: store %q: put: %w", engine.ErrStore, "counts", fmt.Errorf("changelog: write to x partition 0: %w", changelog.ErrNoRoom))
 	for _, kind := range []error{engine.ErrPanic, engine.ErrTrap, engine.ErrGuestFailed, engine.ErrTimeout, engine.ErrStore} {
 		ge := &engine.GuestError{Kind: kind, Offset: 7, Err: errors.Join(errors.New("wasm error: unreachable"), noRoom)}
-		if _, reason, ok := poisonReason(ge); ok {
+		if _, reason, ok := PoisonReason(ge); ok {
 			t.Errorf("%v after a write that found no room: poison (%s)", kind, reason)
 		}
 	}
-	if _, reason, ok := poisonReason(&engine.GuestError{Kind: engine.ErrPanic, Offset: 7, Err: errors.New("panic")}); !ok || reason != "panic" {
+	if _, reason, ok := PoisonReason(&engine.GuestError{Kind: engine.ErrPanic, Offset: 7, Err: errors.New("panic")}); !ok || reason != "panic" {
 		t.Errorf("a panic alone: reason %q, poison %v; want panic, poison", reason, ok)
 	}
 }

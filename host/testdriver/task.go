@@ -209,7 +209,7 @@ type Poisoned struct {
 // skipped or dead-lettered, or, when it ran out of time or memory and was not yet tried
 // alone on a new instance (fresh), tried again that way (retry).
 func (d *Driver) poison(t *task, dl delivery, err error, fresh bool) (retry bool, _ error) {
-	ge, reason, ok := poisonReason(err)
+	ge, reason, ok := runtime.PoisonReason(err)
 	if !ok || t.undo == nil || ge.Offset != dl.rec.Offset || ge.Topic != dl.rec.Topic {
 		return false, fmt.Errorf("%s: %w", dl.pos, err)
 	}
@@ -233,26 +233,6 @@ func (d *Driver) poison(t *task, dl delivery, err error, fresh bool) (retry bool
 	d.log.Warn("poison record sent to the dead-letter topic", append(kv, "dead_letter_topic", t.proc.dlq)...)
 	d.produce(deadLetter(t, dl.rec, ge, d.parts[t.proc.dlq]), dl.pos)
 	return false, nil
-}
-
-// poisonReasons are the causes of guest failures that make the current record a poison
-// record, with their reasons; the others are failures of a host function, of the ABI call
-// sequence or a stop, not the record's (host/runtime/poison.go). A timeout is not the
-// record's either when an emit gave up waiting (engine.ErrEmit in its chain).
-var poisonReasons = map[error]string{
-	engine.ErrGuestFailed: "error", engine.ErrTrap: "trap", engine.ErrPanic: "panic", engine.ErrExit: "exit",
-	engine.ErrOutOfMemory: "out_of_memory", engine.ErrEmitBudget: "emit_budget", engine.ErrTimeout: "timeout",
-}
-
-// poisonReason returns the reason of a guest failure, and whether it makes its record a
-// poison record (poisonReasons).
-func poisonReason(err error) (*engine.GuestError, string, bool) {
-	ge, ok := errors.AsType[*engine.GuestError](err)
-	if !ok || ge.Offset < 0 || (ge.Kind == engine.ErrTimeout && errors.Is(ge, engine.ErrEmit)) {
-		return nil, "", false
-	}
-	reason, ok := poisonReasons[ge.Kind]
-	return ge, reason, ok
 }
 
 // deadLetter returns the dead letter of rec, which t's plugin failed on with ge: the record
