@@ -410,6 +410,13 @@ func (r *Runtime) compile(ctx context.Context) error {
 	return nil
 }
 
+// StoreOptions returns the store options of a store block with backend: its kind, window or
+// session settings, TTL and coalescing, as the runtime opens it (statehost test's driver
+// opens its in-memory stores with them too).
+func StoreOptions(sc config.Store, backend store.Backend) store.Options {
+	return storeSpec(sc, backend).Options
+}
+
 // storeSpec is the changelog.StoreSpec of a store block.
 func storeSpec(sc config.Store, backend store.Backend) changelog.StoreSpec {
 	spec := changelog.StoreSpec{

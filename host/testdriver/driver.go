@@ -15,6 +15,7 @@ import (
 
 	"github.com/statehost/statehost/config"
 	"github.com/statehost/statehost/host/engine"
+	"github.com/statehost/statehost/host/runtime"
 	"github.com/statehost/statehost/store"
 )
 
@@ -115,7 +116,8 @@ func New(ctx context.Context, opts Options) (_ *Driver, err error) {
 	if d.dir, err = os.MkdirTemp("", "statehost-test-"); err != nil {
 		return nil, fmt.Errorf("testdriver: %w", err)
 	}
-	d.mgr, err = store.Open(store.Settings{Dir: d.dir, MemoryBytes: store.MinMemoryBytes, Logger: d.log})
+	d.mgr, err = store.Open(store.Settings{Dir: d.dir, MemoryBytes: store.MinMemoryBytes, Logger: d.log,
+		WallClock: func() time.Time { return d.now }}) // a ttl_clock = "wall_clock" counts in the input's wall clock
 	if err != nil {
 		return nil, fmt.Errorf("testdriver: open the stores: %w", err)
 	}
@@ -284,15 +286,13 @@ func (d *Driver) compile(ctx context.Context) error {
 	return nil
 }
 
-// storeKinds are the store package's kinds of the store types; the zero Kind is KeyValue.
-var storeKinds = map[string]store.Kind{config.StoreWindow: store.Window, config.StoreSession: store.Session}
-
-// storeOptions returns the options of a memory store for the store block sc (the durations
-// that do not apply to its type are zero).
+// storeOptions returns the options of the in-memory store of the store block sc: the
+// runtime's (kind, window or session settings, TTL), without coalescing, which only delays
+// what a store holds until a commit, and the driver commits nothing.
 func storeOptions(sc config.Store) store.Options {
-	w := store.WindowSpec{Size: sc.WindowSize.Milliseconds(), Advance: sc.Advance.Milliseconds(),
-		Gap: sc.InactivityGap.Milliseconds(), Grace: sc.Grace.Milliseconds(), Retention: sc.Retention.Milliseconds()}
-	return store.Options{Backend: store.Memory, Kind: storeKinds[sc.Type], Window: w}
+	opts := runtime.StoreOptions(sc, store.Memory)
+	opts.Coalesce = false
+	return opts
 }
 
 // Close releases the plugins, the stores and the temporary directory.

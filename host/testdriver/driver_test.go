@@ -307,3 +307,55 @@ processor "count" {
 		t.Errorf("error %v, want topic is required", err)
 	}
 }
+
+// TestStoreTTL runs count over a store with a ttl, as the runtime opens it: in stream time,
+// a key written more than a minute of stream time ago is gone for the plugin (its count
+// starts again) and from the final store; in wall-clock time, the input's own clock
+// (advance_wall_clock) expires it.
+func TestStoreTTL(t *testing.T) {
+	app := func(clock string) string {
+		return strings.NewReplacer("partitions = 4", "partitions = 1",
+			`store "counts" {}`, fmt.Sprintf(`store "counts" {
+    ttl       = "1m"
+    ttl_clock = %q
+  }`, clock)).Replace(countApp)
+	}
+	for _, tc := range []struct{ clock, input string }{
+		{"stream_time", `{"key":"a","value":"x","timestamp":0}
+{"key":"b","value":"x","timestamp":10000}
+{"key":"c","value":"x","timestamp":120000}
+{"key":"a","value":"x","timestamp":130000}
+`},
+		{"wall_clock", `{"key":"a","value":"x","timestamp":0}
+{"key":"b","value":"x","timestamp":0}
+{"advance_wall_clock":"2m"}
+{"key":"c","value":"x","timestamp":0}
+{"key":"a","value":"x","timestamp":0}
+`},
+	} {
+		t.Run(tc.clock, func(t *testing.T) {
+			d := start(t, Options{Config: loadConfig(t, app(tc.clock))})
+			if err := pipe(t, d, tc.input); err != nil {
+				t.Fatal(err)
+			}
+			var counts []string
+			for _, o := range d.Outputs() {
+				counts = append(counts, string(o.Key)+"="+string(o.Value))
+			}
+			if want := []string{"a=1", "b=1", "c=1", "a=1"}; !slices.Equal(counts, want) {
+				t.Errorf("outputs %v, want %v: the second a counts from 1, its first write expired", counts, want)
+			}
+			entries, err := d.Stores()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept []string
+			for _, e := range entries {
+				kept = append(kept, string(e.Key)+"="+string(e.Value))
+			}
+			if want := []string{"a=1", "c=1"}; !slices.Equal(kept, want) {
+				t.Errorf("final store %v, want %v: b expired", kept, want)
+			}
+		})
+	}
+}
