@@ -241,6 +241,20 @@ func (r *Runtime) DeployCanary(ctx context.Context, name, source string, wasm []
 	return res, err
 }
 
+// beginCanaryOp begins the Promote or Rollback (op) of the processor name; the caller holds
+// the deploys' lock. It returns the processor (nil, with an ErrUnknownProcessor, when there
+// is none), its canary (nil without one), the module before its last deploy, the result to
+// fill, and why the processor cannot take the operation now (deploys.ready).
+func (r *Runtime) beginCanaryOp(name, op string) (p *processor, c *canary, previous *ModuleVersion, res DeployResult, err error) {
+	if p = r.procByName(name); p == nil {
+		return nil, nil, nil, DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
+	}
+	r.tasks.mu.Lock()
+	defer r.tasks.mu.Unlock()
+	res = DeployResult{Processor: name, Action: op, Previous: p.version}
+	return p, r.deploy.canaries[p], p.previous, res, r.deploy.ready(p, true)
+}
+
 // Promote makes the module of p's canary p's module: the canary's migrations are tried over
 // p's other tasks here, then they switch to it at their next commit, as in a Deploy. The
 // module p ran becomes the previous one (Rollback's).
@@ -248,17 +262,9 @@ func (r *Runtime) Promote(ctx context.Context, name string) (res DeployResult, e
 	defer func() { r.metrics.deployed(name, res, err) }()
 	r.deploy.mu.Lock()
 	defer r.deploy.mu.Unlock()
-	p := r.procByName(name)
-	if p == nil {
-		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
-	}
-	r.tasks.mu.Lock()
-	res = DeployResult{Processor: name, Action: opPromote, Previous: p.version}
-	c := r.deploy.canaries[p]
-	err = r.deploy.ready(p, true)
-	r.tasks.mu.Unlock()
+	p, c, _, res, err := r.beginCanaryOp(name, opPromote)
 	switch {
-	case err != nil:
+	case err != nil: // an unknown processor (p nil) too
 		return res, err
 	case c == nil:
 		return res, fmt.Errorf("%w: processor %s runs no canary (deploy --partitions first)", ErrNoCanary, name)
@@ -292,16 +298,7 @@ func (r *Runtime) Rollback(ctx context.Context, name string) (res DeployResult, 
 	defer func() { r.metrics.deployed(name, res, err) }()
 	r.deploy.mu.Lock()
 	defer r.deploy.mu.Unlock()
-	p := r.procByName(name)
-	if p == nil {
-		return DeployResult{}, fmt.Errorf("%w %q", ErrUnknownProcessor, name)
-	}
-	r.tasks.mu.Lock()
-	res = DeployResult{Processor: name, Action: opRollback, Previous: p.version}
-	c := r.deploy.canaries[p]
-	err = r.deploy.ready(p, true)
-	prevVersion := p.previous
-	r.tasks.mu.Unlock()
+	p, c, prevVersion, res, err := r.beginCanaryOp(name, opRollback)
 	if err != nil {
 		return res, err
 	}
