@@ -363,21 +363,14 @@ func (dp *deploys) backOf(ctx context.Context, p *processor, mod *engine.Module)
 	if err != nil {
 		return nil, err
 	}
-	st, et, err := dp.scratchTask(p)
-	if err != nil {
-		return nil, fmt.Errorf("trial: %w", err)
+	b := &backModule{mod: mod, versions: versions}
+	if err := dp.withTrialInstance(ctx, p, mod, func(in *engine.Instance) (err error) {
+		b.floors, err = in.ReversibleTo(ctx)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	defer st.Close()
-	in, err := mod.Instantiate(ctx, et)
-	if err != nil {
-		return nil, fmt.Errorf("trial instantiation: %w", err)
-	}
-	defer in.Close(ctx)
-	floors, err := in.ReversibleTo(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("trial: %w", err)
-	}
-	return &backModule{mod: mod, versions: versions, floors: floors}, nil
+	return b, nil
 }
 
 // modulesDir is where deployed modules are kept by hash, for rollbacks: <state dir>/modules.

@@ -110,23 +110,15 @@ func (dp *deploys) versionsOf(ctx context.Context, p *processor, mod *engine.Mod
 	return dp.probe(ctx, p, mod)
 }
 
-// probe instantiates mod for p over empty in-memory stores shaped as p's, in scratch state,
-// running its init, asks it the version of each store, and closes it again. It remembers the
+// probe asks mod, in a trial instance for p, the version of each store. It remembers the
 // versions for versionsOf.
 func (dp *deploys) probe(ctx context.Context, p *processor, mod *engine.Module) (map[string]uint32, error) {
-	st, et, err := dp.scratchTask(p)
-	if err != nil {
-		return nil, fmt.Errorf("trial: %w", err)
-	}
-	defer st.Close()
-	in, err := mod.Instantiate(ctx, et)
-	if err != nil {
-		return nil, fmt.Errorf("trial instantiation: %w", err)
-	}
-	defer in.Close(ctx)
-	versions, err := in.StoreVersions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("trial: %w", err)
+	var versions map[string]uint32
+	if err := dp.withTrialInstance(ctx, p, mod, func(in *engine.Instance) (err error) {
+		versions, err = in.StoreVersions(ctx)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	dp.mig.mu.Lock()
 	if dp.mig.versions == nil {
@@ -135,6 +127,25 @@ func (dp *deploys) probe(ctx context.Context, p *processor, mod *engine.Module) 
 	dp.mig.versions[procModule{p, mod}] = versions
 	dp.mig.mu.Unlock()
 	return versions, nil
+}
+
+// withTrialInstance instantiates mod for p over empty in-memory stores shaped as p's, in
+// scratch state, running its init, calls ask with the instance, and closes it again.
+func (dp *deploys) withTrialInstance(ctx context.Context, p *processor, mod *engine.Module, ask func(*engine.Instance) error) error {
+	st, et, err := dp.scratchTask(p)
+	if err != nil {
+		return fmt.Errorf("trial: %w", err)
+	}
+	defer st.Close()
+	in, err := mod.Instantiate(ctx, et)
+	if err != nil {
+		return fmt.Errorf("trial instantiation: %w", err)
+	}
+	defer in.Close(ctx)
+	if err := ask(in); err != nil {
+		return fmt.Errorf("trial: %w", err)
+	}
+	return nil
 }
 
 // scratchTask opens a task in the runtime's scratch state (opened on first use, in a
