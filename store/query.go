@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/RaduBerinde/btreemap"
 	"github.com/cockroachdb/pebble/v2"
@@ -69,24 +70,35 @@ func (m *Manager) ScanCommitted(id TaskID, name string, from, to []byte, fn func
 	}
 	var failed error
 	fn = tv.scan(fn, &failed)
-	prefix := dataPrefix(part)
-	opts := &pebble.IterOptions{LowerBound: append(dataPrefix(part), from...), UpperBound: dataPrefix(part + 1)}
+	var upper []byte
 	if to != nil {
-		opts.UpperBound = append(append(dataPrefix(part), to...), 0) // the smallest key after to
+		upper = append(slices.Clip(to), 0) // the smallest key after to
+	}
+	if err := cmp.Or(m.scanPart(part, from, upper, fn), failed); err != nil {
+		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
+	}
+	return nil
+}
+
+// scanPart calls fn with the local keys of partition part in [lower, upper) (upper nil: to
+// the partition's end) and their values, in order, until fn returns false. The caller holds a
+// read (beginRead).
+func (m *Manager) scanPart(part uint32, lower, upper []byte, fn func(k, v []byte) bool) error {
+	prefix := dataPrefix(part)
+	opts := &pebble.IterOptions{LowerBound: append(dataPrefix(part), lower...), UpperBound: dataPrefix(part + 1)}
+	if upper != nil {
+		opts.UpperBound = append(dataPrefix(part), upper...)
 	}
 	it, err := m.db.NewIter(opts)
 	if err != nil {
-		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
+		return err
 	}
 	for valid := it.First(); valid; valid = it.Next() {
 		if !fn(it.Key()[len(prefix):], it.Value()) {
 			break
 		}
 	}
-	if err := cmp.Or(it.Close(), failed); err != nil {
-		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
-	}
-	return nil
+	return it.Close()
 }
 
 // beginRead registers a read of the database without m.mu, which Close waits for; call done

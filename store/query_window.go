@@ -67,23 +67,7 @@ func (m *Manager) ScanWindowsCommitted(id TaskID, name string, kind Kind, spec W
 	if err != nil {
 		return fmt.Errorf("store: task %s store %q: read stream time: %w", id, name, err)
 	}
-	prefix := dataPrefix(part)
-	scan := func(lower, upper []byte, f func(k, v []byte) bool) error {
-		opts := &pebble.IterOptions{LowerBound: append(dataPrefix(part), lower...), UpperBound: dataPrefix(part + 1)}
-		if upper != nil {
-			opts.UpperBound = append(dataPrefix(part), upper...)
-		}
-		it, err := m.db.NewIter(opts)
-		if err != nil {
-			return err
-		}
-		for valid := it.First(); valid; valid = it.Next() {
-			if !f(it.Key()[len(prefix):], it.Value()) {
-				break
-			}
-		}
-		return it.Close()
-	}
+	scan := func(lower, upper []byte, f func(k, v []byte) bool) error { return m.scanPart(part, lower, upper, f) }
 	w := &windowed{kind: kind, spec: spec}
 	if err := w.scanCommitted(now, scan, q, fn); err != nil {
 		return fmt.Errorf("store: task %s store %q: scan: %w", id, name, err)
