@@ -136,22 +136,26 @@ func (im *importer) checkNotRunning(ctx context.Context) error {
 	deadline := time.Now().Add(im.s.cfg.SessionTimeout + 3*time.Second)
 	for logged := false; ; {
 		groups, err := im.kafka.adm.DescribeGroups(ctx, group)
-		if err != nil {
-			return fmt.Errorf("describe the consumer group %s: %w", group, err)
-		}
 		g, ok := groups[group]
-		if !ok || g.Err != nil || len(g.Members) == 0 {
-			return nil
+		if err == nil && ok && g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
+			err = g.Err
 		}
-		if time.Now().After(deadline) {
+		switch {
+		case err != nil && (!kerr.IsRetriable(err) || time.Now().After(deadline)):
+			// A coordinator that is loading or not yet elected (a cluster just started, a
+			// broker restarting) answers with a retriable error: asked again below.
+			return fmt.Errorf("describe the consumer group %s: %w", group, err)
+		case err != nil:
+		case !ok || g.Err != nil || len(g.Members) == 0:
+			return nil
+		case time.Now().After(deadline):
 			var who []string
 			for _, m := range g.Members {
 				who = append(who, m.ClientHost)
 			}
 			return fmt.Errorf("application %s runs: its consumer group has had %d members (%s) for more than its session_timeout %v; stop every instance first",
 				group, len(g.Members), strings.Join(who, ", "), im.s.cfg.SessionTimeout)
-		}
-		if !logged {
+		case !logged:
 			im.log.Info("waiting for the consumer group's members to go: a stopped instance stays one for session_timeout",
 				"group", group, "members", len(g.Members), "session_timeout", im.s.cfg.SessionTimeout)
 			logged = true
