@@ -145,34 +145,41 @@ func (d *dispatcher) collectJobs() error {
 }
 
 // dispatchHeld starts a job for each task that holds records and may start one
-// (dispatchable). The caller holds the table's lock.
+// (dispatchable). The tasks that read a partition with others are judged before any starts,
+// so that under exactly-once they start together, on the same records. The caller holds the
+// table's lock.
 func (d *dispatcher) dispatchHeld() {
 	if d.quiescing() {
 		return
 	}
+	var start []*task
 	for _, t := range d.rt.tasks.active {
 		if len(t.held) > 0 && d.dispatchable(t) {
-			d.startHeld(t)
+			start = append(start, t)
 		}
+	}
+	for _, t := range start {
+		d.startHeld(t)
 	}
 }
 
 // dispatchable reports whether t may start a job (with the records it holds, or its due
-// punctuations): it runs, is not busy, failed, owed a commit or migrating; and under
-// exactly-once, the other tasks that read a partition it holds records of are not busy either. The tasks that read one partition then
-// take its records together, so that they are at the same record whenever none is busy, which
-// a commit of theirs needs (settled): the partition has one committed offset for them all. The
+// punctuations): it may run (canRun); and under exactly-once, so may every other task that
+// reads a partition t holds records of, and none of them is busy. Each of them then holds the
+// same records as t, and dispatchHeld starts them all: the tasks that read one partition take
+// its records together, so that they are at the same record whenever none is busy, which a
+// commit of theirs needs (settled): the partition has one committed offset for them all. The
 // caller holds the table's lock.
 func (d *dispatcher) dispatchable(t *task) bool {
-	if t.state != stateRunning || t.busy() || t.owed || t.failed || t.pool == nil || t.mig != nil {
-		return false // a migrating task runs the new module once its migration commits (migrate.go)
+	if !t.canRun() || t.busy() || t.owed {
+		return false
 	}
 	if d.rt.eos == nil {
 		return true
 	}
 	for topic := range t.held {
 		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
-			if u != nil && u != t && (u.busy() || u.owed) {
+			if u != nil && u != t && (u.busy() || u.owed || !u.canRun()) {
 				return false
 			}
 		}
@@ -180,21 +187,42 @@ func (d *dispatcher) dispatchable(t *task) bool {
 	return true
 }
 
+// canRun reports whether t may run a job of records or punctuations, busy or not: it runs, has
+// a plugin, has not failed, and does not migrate (a migrating task runs the new module once
+// its migration commits: migrate.go). The caller holds the table's lock.
+func (t *task) canRun() bool {
+	return t.state == stateRunning && !t.failed && t.pool != nil && t.mig == nil
+}
+
 // settled reports whether, under exactly-once, t may commit as far as the tasks that read its
-// input partitions with it go: none of them is busy or holds records of such a partition, so
-// that all are at the same record of it (dispatchable). The caller holds the table's lock.
+// input partitions with it go: none of them is busy, and since their last commit all have
+// processed the partition's records up to the same one, so that the partition's committed
+// offset is that of each of them. Records they hold beyond it stay for their next jobs. The
+// caller holds the table's lock.
 func (d *dispatcher) settled(t *task) bool {
 	for _, topic := range t.proc.cfg.Inputs {
 		if !t.shares(topic) {
 			continue
 		}
+		at := t.processed(topic)
 		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
-			if u != nil && (u != t && u.busy() || len(u.held[topic]) > 0) {
+			if u != nil && u != t && (u.busy() || u.processed(topic) != at) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// processed is the offset of the last record of t's input topic (of t's partition) that t
+// processed since its last commit, -1 when none: the records after it are those t holds
+// (dispatch hands each task every record of its partitions). The caller holds the table's
+// lock.
+func (t *task) processed(topic string) int64 {
+	if l := t.last[topic]; l != nil {
+		return l.Offset
+	}
+	return -1
 }
 
 // settleJobs, before a commit, takes in the jobs that have ended and waits for those that

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/statehost/statehost/internal/topictest"
@@ -274,4 +275,90 @@ func TestStaleTaskRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, brokers, ref)
+}
+
+// TestSharedInputRebalancesExactlyOnce: probe and keycount both read cmds, so their tasks of
+// a partition share one committed offset and commit together, at the same record. Some
+// records make probe's jobs slow (the loop polls meanwhile, and both tasks hold what comes),
+// and instances join and leave while records flow: each rebalance waits for a commit of the
+// open work, which must come even when it arrives while the two tasks hold records of the
+// partition (it once never came: the waiting loop started no job for the held records, and
+// tasks holding records were never settled). Every count is emitted exactly once.
+func TestSharedInputRebalancesExactlyOnce(t *testing.T) {
+	brokers := cluster(t)
+	src := `
+application_id       = "shared"
+state_dir            = "state"
+processing_guarantee = "exactly_once"
+admin { listen = "" }
+topic "cmds" {
+  partitions = 4
+}
+processor "probe" {
+  module = "{{probe}}"
+  inputs = ["cmds"]
+  store "s" {}
+}
+processor "keycount" {
+  module  = "{{count}}"
+  inputs  = ["cmds"]
+  outputs = ["key-counts"]
+  store "counts" {}
+}
+`
+	cl, _ := client(t, brokers)
+	a := start(t, loadConfig(t, t.TempDir(), src), brokers)
+	waitFor(t, 60*time.Second, "the first instance to run its tasks", func() bool { return running(a.rt) == 8 })
+
+	ref := map[string]int{}
+	done, fed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(fed)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			recs := make([]*kgo.Record, 20)
+			for j := range recs {
+				v := "x"
+				if j == 0 && i%5 == 0 {
+					v = "get 300000" // a slow job of probe's
+				}
+				k := "k" + strconv.Itoa((i*len(recs)+j)%40)
+				recs[j] = &kgo.Record{Topic: "cmds", Key: []byte(k), Value: []byte(v)}
+				ref[k]++
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+	for round := range 3 {
+		b := start(t, loadConfig(t, t.TempDir(), src), brokers)
+		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: the joining instance to run tasks", round), func() bool { return running(b.rt) > 0 })
+		time.Sleep(300 * time.Millisecond) // it processes some records
+		if err := b.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: the first instance to take every task back", round), func() bool { return running(a.rt) == 8 })
+	}
+	close(done)
+	<-fed
+	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	hist := topictest.Histories(t, brokers, "key-counts")
+	for k, n := range ref {
+		want := make([]string, n)
+		for i := range want {
+			want[i] = strconv.Itoa(i + 1)
+		}
+		if !slices.Equal(hist[k], want) {
+			t.Errorf("key %q: output counts %v, want 1..%d", k, hist[k], n)
+		}
+	}
 }
