@@ -106,6 +106,20 @@ func TestOneNode(t *testing.T) {
 	checkClosed(t, c)
 }
 
+// TestCleanupKills: the cleanup of a test that leaves its cluster running kills its nodes
+// (down --kill), and they are gone once the test has ended.
+func TestCleanupKills(t *testing.T) {
+	if !kafkacluster.Requested() {
+		t.Skipf("a real Kafka cluster: set %s=1", kafkacluster.EnvVar)
+	}
+	var c *kafkacluster.Cluster
+	t.Run("leaves it running", func(t *testing.T) { c = kafkacluster.Start(t, 3) })
+	if c == nil {
+		t.Fatal("the subtest started no cluster")
+	}
+	checkClosed(t, c)
+}
+
 // TestSASLSSL connects franz-go to the SASL_SSL listener of a 1-node cluster started with
 // SASLSSL, over TLS that trusts the cluster's CA, with each SASL mechanism, and with mutual
 // TLS besides SCRAM; each client reads the metadata (which names the SASL_SSL listener) and
@@ -232,6 +246,7 @@ func TestScriptUsage(t *testing.T) {
 		{[]string{"up", "--dir", dir, "--bogus"}, 2},
 		{[]string{"up", "--dir", dir, "--security", "tls"}, 2},
 		{[]string{"start", "1", "--dir", dir, "--security", "sasl_ssl"}, 2},
+		{[]string{"up", "--kill", "--dir", dir}, 2},
 		{[]string{"down", "--dir", dir}, 1}, // no cluster in dir
 	} {
 		err := exec.Command("../../scripts/kafka", tc.args...).Run()
