@@ -198,7 +198,7 @@ func TestRollbackUnderLoad(t *testing.T) {
 	if err := in.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	checkOutputsOnce(t, brokers, ref)
+	checkOutputsOnce(t, brokers, "word-counts", ref)
 	got, _ := topictest.LatestCommitted(t, brokers, "wc-counts-changelog")
 	want := wordcountStrings(ref)
 	want[store.VersionRecordKey] = "1"

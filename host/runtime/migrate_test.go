@@ -32,7 +32,7 @@ func kindCount(rec *eventRecorder, kind EventKind) int {
 // word is its count as JSON, with the version record of version 2.
 func checkJSONCounts(t *testing.T, brokers []string, ref map[string]int) {
 	t.Helper()
-	checkOutputsOnce(t, brokers, ref)
+	checkOutputsOnce(t, brokers, "word-counts", ref)
 	got, _ := topictest.LatestCommitted(t, brokers, "wc-counts-changelog")
 	want := map[string]string{store.VersionRecordKey: "2"}
 	for w, n := range ref {
