@@ -23,7 +23,10 @@ import (
 type TaskStatus struct {
 	Processor string `json:"processor"`
 	Partition int32  `json:"partition"`
-	State     string `json:"state"` // "restoring", "migrating", "running" or "standby"
+	State     string `json:"state"` // "restoring", "migrating", "running", "waiting" or "standby"
+	// Waiting says why a task waits (state "waiting"): its module cannot read its stores, and
+	// it processes nothing until its processor gets one here that does (a deploy).
+	Waiting string `json:"waiting,omitempty"`
 	// Lag is the changelog lag (restore.Lag) of this copy of the task's stores, summed, against
 	// the ends last seen (0 for a running task, which writes them; -1 when not known yet).
 	Lag      int64         `json:"lag"`

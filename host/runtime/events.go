@@ -132,6 +132,11 @@ const (
 	// Store to ToVersion; the new entries and the version commit with its next commit, after
 	// which it runs the module (task_running follows for a task that was starting).
 	EventMigrationDone EventKind = "migration_done"
+	// EventTaskWaitsForModule: the task Processor/Partition is restored, but its module
+	// cannot read its stores (Error names the store and the versions: another instance's
+	// deploy migrated them); it processes nothing until its processor gets a module here
+	// that reads them (a deploy), and the instance runs on.
+	EventTaskWaitsForModule EventKind = "task_waits_for_module"
 	// EventStopped: Run has closed every task and the group consumer (a static member:
 	// its tasks wait for it for the session timeout, see Run); Error is the failure
 	// that stopped it, empty for a requested stop.
@@ -230,7 +235,7 @@ type plainEvent Event
 func (e Event) MarshalJSON() ([]byte, error) {
 	j := eventJSON{plainEvent: plainEvent(e)}
 	switch e.Kind {
-	case EventTaskRunning, EventTaskClosed:
+	case EventTaskRunning, EventTaskClosed, EventTaskWaitsForModule:
 		j.Partition = &e.Partition
 	case EventRestoreStarted:
 		j.Partition, j.Offset, j.EndOffset = &e.Partition, &e.Offset, &e.EndOffset

@@ -137,7 +137,8 @@ func (qs *queries) queryStore(name string) (*procView, changelog.StoreSpec, *que
 func (qs *queries) locate(req *http.Request, p *procView, part int32, stale bool) *queryError {
 	id := taskID{Processor: p.cfg.Name, Partition: part}
 	switch state := qs.rt.status.state(id); {
-	case state == "running", stale && (state == "restoring" || state == "standby"):
+	case state == "running", state == "waiting", stale && (state == "restoring" || state == "standby"):
+		// A waiting task's stores are restored, and nothing writes them (waitForModule).
 		return nil
 	case state == "restoring":
 		return &queryError{code: http.StatusServiceUnavailable, retryAfter: 1,

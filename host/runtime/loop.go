@@ -453,6 +453,10 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 		// A task whose stores hold an older version than its module declares migrates first,
 		// and starts its plugin after (migrate.go).
 		migrates, err := r.deploy.planStart(context.WithoutCancel(ctx), t) // a stop request waits for the trial
+		if errors.Is(err, ErrStoreAhead) {
+			r.deploy.waitForModule(t, err)
+			continue
+		}
 		if err != nil {
 			return err
 		}

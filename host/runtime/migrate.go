@@ -263,18 +263,29 @@ func plan(t *task, mod *engine.Module, versions map[string]uint32, back *backMod
 		case want < have && back.reverses(s.Name, have, want):
 			add(storeMigration{name: s.Name, from: have, to: want, back: back.mod})
 		case want < have && back != nil:
-			return nil, fmt.Errorf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
+			return nil, &storeAheadError{fmt.Sprintf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
 				"module %s, which migrated them, does not declare that migration reversible (%s): it cannot go back",
-				t.id, s.Name, have, short(mod.Hash()), want, short(back.mod.Hash()), abi.ExportStoreReversible)
+				t.id, s.Name, have, short(mod.Hash()), want, short(back.mod.Hash()), abi.ExportStoreReversible)}
 		case want < have:
-			return nil, fmt.Errorf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
-				"it cannot read them (deploy a module of version %d or later)", t.id, s.Name, have, short(mod.Hash()), want, have)
+			return nil, &storeAheadError{fmt.Sprintf("runtime: task %s: store %q holds entries of version %d, and module %s declares version %d: "+
+				"it cannot read them (deploy a module of version %d or later)", t.id, s.Name, have, short(mod.Hash()), want, have)}
 		case want > have:
 			add(storeMigration{name: s.Name, from: have, to: want})
 		}
 	}
 	return mg, nil
 }
+
+// ErrStoreAhead: a store holds entries of a higher version than the module that is to run
+// over it declares, and no module at hand migrates them back: that module cannot read them.
+var ErrStoreAhead = errors.New("runtime: a store holds entries of a version the module does not read")
+
+// storeAheadError is plan's ErrStoreAhead, naming the task, the store, the versions and what
+// to do.
+type storeAheadError struct{ msg string }
+
+func (e *storeAheadError) Error() string        { return e.msg }
+func (e *storeAheadError) Is(target error) bool { return target == ErrStoreAhead }
 
 // planStart plans the migration that t, just restored, needs before it starts its
 // processor's module. A task that needs one gets it (t.mig), and its plugin starts once it
@@ -293,6 +304,56 @@ func (dp *deploys) planStart(ctx context.Context, t *task) (bool, error) {
 	mg.startup = true
 	t.mig = mg
 	return true, nil
+}
+
+// waitForModule makes t, just restored, wait for a module that reads its stores: the one it
+// is to run cannot (err, ErrStoreAhead), as when another instance's deploy migrated them and
+// this one was started with the configuration's older module. The instance runs on; t
+// starts once its processor gets another module here (a deploy, a rollback, a changed module
+// file: startWaiting). Under exactly-once the tasks that share its input partitions wait
+// with it (dispatchable). The caller holds the table's lock.
+func (dp *deploys) waitForModule(t *task, err error) {
+	t.unread = dp.modFor(t)
+	dp.rt.tasks.started(t)
+	dp.rt.tasks.status.setState(t.id, "waiting")
+	dp.rt.tasks.status.setWaiting(t.id, err.Error())
+	dp.rt.log.Error("task waits for a module that reads its stores", "processor", t.id.Processor, "partition", t.id.Partition, "error", err)
+	dp.rt.emit(Event{Kind: EventTaskWaitsForModule, Processor: t.id.Processor, Partition: t.id.Partition, Error: err.Error()})
+}
+
+// startWaiting starts, at a commit boundary, the waiting tasks (waitForModule) whose module
+// to run has changed since: planned as at their start, they migrate first, start, or wait
+// again. A task that cannot start its module stops the runtime, as at its start. The caller
+// holds the table's lock.
+func (dp *deploys) startWaiting(ctx context.Context) {
+	for _, t := range dp.rt.tasks.active {
+		if t.unread == nil || t.unread == dp.modFor(t) || t.state != stateRunning {
+			continue
+		}
+		t.unread = nil
+		dp.rt.tasks.status.setWaiting(t.id, "")
+		migrates, err := dp.planStart(ctx, t)
+		switch {
+		case errors.Is(err, ErrStoreAhead):
+			dp.waitForModule(t, err)
+			continue
+		case err != nil:
+			t.failed = true
+			dp.rt.signals.setFatal(err)
+			return
+		case migrates:
+			dp.rt.tasks.status.setState(t.id, "migrating")
+			dp.rt.log.Info("task waits to migrate its stores", "processor", t.id.Processor, "partition", t.id.Partition)
+			continue
+		}
+		if err := t.startPlugin(ctx); err != nil {
+			dp.rt.signals.setFatal(err)
+			return
+		}
+		dp.rt.tasks.status.setState(t.id, "running")
+		dp.rt.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition, "module", short(t.mod.Hash()))
+		dp.rt.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
+	}
 }
 
 // migrateFirst plans the migration of t's stores to mod when t is to switch to mod (a

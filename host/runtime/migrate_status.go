@@ -59,6 +59,13 @@ func (b *statusBoard) setModule(id taskID, hash string) {
 	b.task(id).Module = hash
 }
 
+// setWaiting shows why task id waits ("": it does not).
+func (b *statusBoard) setWaiting(id taskID, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.task(id).Waiting = why
+}
+
 // setVersions shows the versions of task id's stores.
 func (b *statusBoard) setVersions(id taskID, versions map[string]uint32) {
 	b.mu.Lock()

@@ -67,8 +67,9 @@ func storeVersions(rt *Runtime, processor string) map[int32]uint32 {
 // commit after its migration; every input record is counted exactly once across it (each
 // word's outputs go 1, 2, ..., n), the changelog ends in the JSON form with the version record,
 // the status shows version 2, and the queries read JSON. A restart over the migrated state, and
-// a cold restore of it from the changelog, run countjson on without migrating again; a start
-// with count, which declares version 1, is refused.
+// a cold restore of it from the changelog, run countjson on without migrating again; at a start
+// with count, which declares version 1, count's tasks wait (the instance runs on) until a
+// deploy of countjson starts them.
 func TestMigratingDeployUnderLoad(t *testing.T) { eachGuarantee(t, migratingDeployUnderLoad) }
 
 // migratingDeployUnderLoad is TestMigratingDeployUnderLoad for the configuration src.
@@ -165,18 +166,56 @@ func migratingDeployUnderLoad(t *testing.T, src string) {
 		checkJSONCounts(t, brokers, ref)
 	}
 
-	// count declares version 1: it cannot read the store.
-	back := start(t, loadConfig(t, dir, src), brokers)
+	// count declares version 1: it cannot read the store. The tasks wait for a module that
+	// does, the instance runs on, and a deploy of countjson starts them.
+	rec = &eventRecorder{}
+	back := start(t, loadConfig(t, dir, src), brokers, func(o *Options) { o.OnEvent = rec.add })
+	waitFor(t, 60*time.Second, "count's tasks to wait for a module", func() bool { return kindCount(rec, EventTaskWaitsForModule) == 3 })
+	for _, ev := range rec.all() {
+		if ev.Kind == EventTaskWaitsForModule && !strings.Contains(ev.Error, "holds entries of version 2") {
+			t.Errorf("%s event of task count_%d: error %q, want it to name the versions", ev.Kind, ev.Partition, ev.Error)
+		}
+	}
+	for _, ts := range back.rt.Status().Tasks {
+		if ts.Processor == "count" && (ts.State != "waiting" || !strings.Contains(ts.Waiting, "deploy a module of version 2 or later")) {
+			t.Errorf("status of task count_%d: state %q, waiting %q; want waiting, saying what to deploy", ts.Partition, ts.State, ts.Waiting)
+		}
+	}
+	more := map[string]int{}
+	feed(t, cl, more, 30, 5000)
+	time.Sleep(time.Second) // the sentences are tokenized; count holds the words
 	select {
-	case err = <-back.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("a start with count over version 2 runs on")
+	case err := <-back.done:
+		t.Fatalf("Run with count over version 2 returned %v, want it to run on", err)
+	default:
 	}
-	back.rt.Close()
-	back.rt = nil
-	if err == nil || !strings.Contains(err.Error(), "holds entries of version 2") {
-		t.Fatalf("Run with count over version 2 = %v, want a refusal naming the versions", err)
+	for w, h := range topictest.Histories(t, brokers, "word-counts") {
+		if len(h) != ref[w] {
+			t.Errorf("word %q: %d counts in the output while count waits, want %d: nothing counted", w, len(h), ref[w])
+		}
 	}
+	if _, err := back.rt.Deploy(context.Background(), "count", "deploy", v2); err != nil {
+		t.Fatalf("Deploy of countjson to the waiting tasks: %v", err)
+	}
+	for w, n := range more {
+		ref[w] += n
+	}
+	waitFor(t, 60*time.Second, "the counts after the deploy", func() bool {
+		h := topictest.Histories(t, brokers, "word-counts")
+		for w, n := range ref {
+			if len(h[w]) < n {
+				return false
+			}
+		}
+		return true
+	})
+	if err := back.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := kindCount(rec, EventMigrationStarted); n != 0 {
+		t.Errorf("%d migrations over a store of version 2", n)
+	}
+	checkJSONCounts(t, brokers, ref)
 }
 
 // TestMigrationRefused deploys a module whose migration fails on one entry: the deploy is

@@ -82,6 +82,10 @@ type task struct {
 	// it runs that module, from when it is planned until that module runs; nil when none
 	// (migrate.go). A task with one starts no batch or punctuation.
 	mig *taskMigration
+	// unread is the module that cannot read the task's stores (ErrStoreAhead) while the task
+	// waits for another (waitForModule, migrate.go); nil when it does not wait. A waiting task
+	// has no plugin: it starts no job, and holds the records of its partitions.
+	unread *engine.Module
 
 	dropped   [3]int64  // late, expired and restore-skipped window writes reported so far
 	droppedAt time.Time // when they were last reported
