@@ -283,6 +283,7 @@ func (r *Runtime) Promote(ctx context.Context, name string) (res DeployResult, e
 	p.mod, p.version, p.previous, p.prevMod, p.switchErr = c.mod, c.version, &prev, old, nil
 	r.deploy.retired = append(r.deploy.retired, old)
 	r.tasks.mu.Unlock()
+	r.deploy.recordLineage(p, c.version, &prev)
 	r.log.Info("canary promoted, switching at the next commit", "processor", name, "hash", short(c.mod.Hash()), "previous", short(prev.Hash))
 	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, c.mod, prev, opPromote)
 	return res, err
@@ -344,13 +345,18 @@ func (r *Runtime) Rollback(ctx context.Context, name string) (res DeployResult, 
 	}
 	r.deploy.forgetBack(p)
 	r.deploy.backs[p] = back
+	var left *ModuleVersion // the module p leaves, which becomes its previous one
 	if c != nil {
 		delete(r.deploy.canaries, p)
 	} else {
-		left := p.version
-		p.mod, p.version, p.previous, p.prevMod, p.switchErr = to, res.Version, &left, from, nil
+		v := p.version
+		left = &v
+		p.mod, p.version, p.previous, p.prevMod, p.switchErr = to, res.Version, left, from, nil
 	}
 	r.tasks.mu.Unlock()
+	if left != nil {
+		r.deploy.recordLineage(p, res.Version, left)
+	}
 	r.log.Info("rollback validated, switching at the next commit", "processor", name, "hash", short(to.Hash()), "from", short(from.Hash()))
 	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, to, res.Previous, opRollback)
 	return res, err

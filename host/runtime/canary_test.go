@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +206,75 @@ func TestRollbackUnderLoad(t *testing.T) {
 	want[store.VersionRecordKey] = "1"
 	if !maps.Equal(got, want) {
 		t.Fatalf("the committed changelog differs from count's form: %d keys, want %d", len(got), len(want))
+	}
+}
+
+// TestRollbackAfterRestart deploys a module with a reversible migration over count, under
+// exactly_once with sentences flowing in, and restarts the instance with that module in its
+// module file: the restarted instance still knows count as the previous module (the lineage
+// kept in the state directory) and rolls back to it, its tasks migrating their counts back.
+// Every record is counted exactly once. A restart with another module than the lineage's
+// has no previous module.
+func TestRollbackAfterRestart(t *testing.T) {
+	brokers := cluster(t)
+	dir := t.TempDir()
+	module := filepath.Join(dir, "count.wasm")
+	if err := os.WriteFile(module, readModule(t, "count"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(eosHCL(), `"{{count}}"`, strconv.Quote(module), 1)
+	cfg := loadConfig(t, dir, src)
+	cl, _ := client(t, brokers)
+	in := start(t, cfg, brokers)
+	v1 := processorStatus(t, in.rt, "count").Current
+	stopFeed := produceContinuously(t, cl, 40, 50*time.Millisecond)
+	waitFor(t, 60*time.Second, "counts from count", func() bool { return len(topictest.Read(t, brokers, "word-counts", true)) > 300 })
+	rev := readModule(t, "reversible")
+	dres, err := in.rt.Deploy(context.Background(), "count", "deploy", rev)
+	if err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	if err := in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// The module file now holds the deployed module, as a user keeps it.
+	if err := os.WriteFile(module, rev, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in = start(t, loadConfig(t, dir, src), brokers)
+	waitFor(t, 60*time.Second, "the restarted instance to run its tasks", func() bool { return running(in.rt) == 7 })
+	ps := processorStatus(t, in.rt, "count")
+	if ps.Current.Hash != dres.Version.Hash || ps.Previous == nil || ps.Previous.Hash != v1.Hash {
+		t.Fatalf("processor after the restart = %+v, want module %s with previous %s", ps, short(dres.Version.Hash), short(v1.Hash))
+	}
+	res, err := in.rt.Rollback(context.Background(), "count")
+	if err != nil {
+		t.Fatalf("Rollback after the restart: %v", err)
+	}
+	if res.Tasks != 3 || res.Version.Hash != v1.Hash {
+		t.Errorf("Rollback = %+v, want 3 tasks on %s", res, short(v1.Hash))
+	}
+	if v := storeVersions(in.rt, "count"); !maps.Equal(v, map[int32]uint32{0: 1, 1: 1, 2: 1}) {
+		t.Errorf("store versions after the rollback = %v", v)
+	}
+	time.Sleep(500 * time.Millisecond) // count under load again
+	ref := stopFeed()
+	awaitEveryWord(t, brokers, ref)
+	if err := in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkOutputsOnce(t, brokers, "word-counts", ref)
+
+	// The lineage is now count's, over the reversible module: a start with that module (the
+	// file as after the deploy) has no previous module.
+	in = start(t, loadConfig(t, dir, src), brokers)
+	waitFor(t, 60*time.Second, "the instance to run its tasks", func() bool { return running(in.rt) == 7 })
+	if ps := processorStatus(t, in.rt, "count"); ps.Previous != nil {
+		t.Errorf("processor started with the module the rollback left = %+v, want no previous module", ps)
+	}
+	if err := in.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }
 

@@ -151,6 +151,7 @@ func (r *Runtime) Deploy(ctx context.Context, name, source string, wasm []byte) 
 	r.deploy.forgetBack(p)
 	r.tasks.mu.Unlock()
 	r.deploy.keep(p, wasm, prev)
+	r.deploy.recordLineage(p, res.Version, &prev)
 	r.log.Info("module validated, switching at the next commit", "processor", name, "hash", short(mod.Hash()), "previous", short(prev.Hash), "source", source)
 	res.Tasks, err = r.deploy.awaitSwitch(ctx, p, mod, prev, opDeploy)
 	return res, err

@@ -381,6 +381,7 @@ func (r *Runtime) compile(ctx context.Context) error {
 			continue
 		}
 		p := &processor{cfg: pc, mod: res.mod, version: ModuleVersion{Hash: res.mod.Hash(), Source: pc.Module, LoadedAt: time.Now()}}
+		r.deploy.restoreLineage(p) // what a rollback goes back to, when it last ran this module here
 		for _, sc := range pc.Stores {
 			backend, err := store.ParseBackend(sc.Backend)
 			if err != nil {
