@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -164,12 +165,12 @@ func (d *dispatcher) dispatchHeld() {
 }
 
 // dispatchable reports whether t may start a job (with the records it holds, or its due
-// punctuations): it may run (canRun); and under exactly-once, so may every other task that
-// reads a partition t holds records of, and none of them is busy. Each of them then holds the
-// same records as t, and dispatchHeld starts them all: the tasks that read one partition take
-// its records together, so that they are at the same record whenever none is busy, which a
-// commit of theirs needs (settled): the partition has one committed offset for them all. The
-// caller holds the table's lock.
+// punctuations): it may run (canRun) and is neither busy nor owed a commit; and under
+// exactly-once, so is every task linked to it (eachLinked). Each of those holds the same
+// records of the partitions that link them, and dispatchHeld starts them all: the tasks
+// that read one partition take its records together, so that they are at the same record
+// whenever none is busy, which a commit of theirs needs (settled, committable): the partition
+// has one committed offset for them all. The caller holds the table's lock.
 func (d *dispatcher) dispatchable(t *task) bool {
 	if !t.canRun() || t.busy() || t.owed {
 		return false
@@ -177,14 +178,36 @@ func (d *dispatcher) dispatchable(t *task) bool {
 	if d.rt.eos == nil {
 		return true
 	}
-	for topic := range t.held {
-		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
-			if u != nil && u != t && (u.busy() || u.owed || !u.canRun()) {
-				return false
+	ok := true
+	d.eachLinked(t, func(u *task) bool {
+		ok = !u.busy() && !u.owed && u.canRun()
+		return ok
+	})
+	return ok
+}
+
+// eachLinked calls fn on each task linked to t, t excluded, until fn returns false: the
+// other tasks that read an input partition t holds records of, and in turn those linked to
+// them. A task of processor P2 that reads the topics X and Z thus links P1's task, which
+// reads X, to P3's, which reads Z: none of the three may start alone, or P3's would move on
+// in Z while P2's waits for P1's, and P2's could never catch up with both. The caller holds
+// the table's lock.
+func (d *dispatcher) eachLinked(t *task, fn func(*task) bool) {
+	seen := map[*task]bool{t: true}
+	for queue := []*task{t}; len(queue) > 0; queue = queue[1:] {
+		u := queue[0]
+		if u != t && !fn(u) {
+			return
+		}
+		for topic := range u.held {
+			for _, v := range d.rt.tasks.reading(topicPartition{topic, u.id.Partition}) {
+				if v != nil && !seen[v] {
+					seen[v] = true
+					queue = append(queue, v)
+				}
 			}
 		}
 	}
-	return true
 }
 
 // canRun reports whether t may run a job of records or punctuations, busy or not: it runs, has
@@ -207,6 +230,51 @@ func (d *dispatcher) settled(t *task) bool {
 		at := t.processed(topic)
 		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
 			if u != nil && u != t && (u.busy() || u.processed(topic) != at) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// committable keeps of ready, the tasks a commit may take (not busy; failed or settled), those
+// whose every sibling on a partition they processed records of since their last commit is in
+// ready too: such siblings commit in one transaction or not at all. A task that committed
+// alone would commit its state and outputs of records that the partition's committed offset
+// does not pass (its sibling's first uncommitted record bounds it), and process them again
+// after an abort or a crash; a sibling's own sibling on another partition can hold it back
+// in turn. Tasks for which taken is true are already in the commit, as good as ready. The
+// caller holds the table's lock.
+func (d *dispatcher) committable(ready []*task, taken func(*task) bool) []*task {
+	in := make(map[*task]bool, len(ready))
+	for _, t := range ready {
+		in[t] = true
+	}
+	for _, t := range d.rt.tasks.active {
+		if taken(t) {
+			in[t] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range ready {
+			if in[t] && !t.failed && !d.siblingsIn(t, in) {
+				in[t], changed = false, true
+			}
+		}
+	}
+	return slices.DeleteFunc(ready, func(t *task) bool { return !in[t] })
+}
+
+// siblingsIn reports whether every other task that reads a shared partition t processed
+// records of since its last commit is in in. The caller holds the table's lock.
+func (d *dispatcher) siblingsIn(t *task, in map[*task]bool) bool {
+	for _, topic := range t.proc.cfg.Inputs {
+		if !t.shares(topic) || t.processed(topic) < 0 {
+			continue
+		}
+		for _, u := range d.rt.tasks.reading(topicPartition{topic, t.id.Partition}) {
+			if u != nil && u != t && !in[u] {
 				return false
 			}
 		}

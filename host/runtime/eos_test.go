@@ -278,13 +278,15 @@ func TestStaleTaskRestores(t *testing.T) {
 	checkExactlyOnce(t, brokers, ref)
 }
 
-// TestSharedInputRebalancesExactlyOnce: probe and keycount both read cmds, so their tasks of
-// a partition share one committed offset and commit together, at the same record. Some
-// records make probe's jobs slow (the loop polls meanwhile, and both tasks hold what comes),
+// TestSharedInputRebalancesExactlyOnce: under exactly_once, slowcount reads x, count reads x
+// and z, probe reads z: the three tasks of a partition are linked through the partitions they
+// share, so they start together and commit together, at the same record of each (else one
+// that committed alone would process records again after an abort). Some records make
+// slowcount's or probe's jobs slow (the loop polls meanwhile, and the others hold what comes),
 // and instances join and leave while records flow: each rebalance waits for a commit of the
-// open work, which must come even when it arrives while the two tasks hold records of the
-// partition (it once never came: the waiting loop started no job for the held records, and
-// tasks holding records were never settled). Every count is emitted exactly once.
+// open work, which must come even when it arrives while the tasks hold records (it once never
+// came: the waiting loop started no job, and tasks holding records were never settled). Every
+// count is emitted exactly once.
 func TestSharedInputRebalancesExactlyOnce(t *testing.T) {
 	brokers := cluster(t)
 	src := `
@@ -292,26 +294,35 @@ application_id       = "shared"
 state_dir            = "state"
 processing_guarantee = "exactly_once"
 admin { listen = "" }
-topic "cmds" {
+topic "x" {
   partitions = 4
+}
+topic "z" {
+  partitions = 4
+}
+processor "slowcount" {
+  module  = "{{slowcount}}"
+  inputs  = ["x"]
+  outputs = ["x-counts"]
+  store "tallies" {}
+}
+processor "count" {
+  module  = "{{count}}"
+  inputs  = ["x", "z"]
+  outputs = ["xz-counts"]
+  store "counts" {}
 }
 processor "probe" {
   module = "{{probe}}"
-  inputs = ["cmds"]
+  inputs = ["z"]
   store "s" {}
-}
-processor "keycount" {
-  module  = "{{count}}"
-  inputs  = ["cmds"]
-  outputs = ["key-counts"]
-  store "counts" {}
 }
 `
 	cl, _ := client(t, brokers)
 	a := start(t, loadConfig(t, t.TempDir(), src), brokers)
-	waitFor(t, 60*time.Second, "the first instance to run its tasks", func() bool { return running(a.rt) == 8 })
+	waitFor(t, 60*time.Second, "the first instance to run its tasks", func() bool { return running(a.rt) == 12 })
 
-	ref := map[string]int{}
+	xRef, xzRef := map[string]int{}, map[string]int{}
 	done, fed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(fed)
@@ -321,15 +332,21 @@ processor "keycount" {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			recs := make([]*kgo.Record, 20)
-			for j := range recs {
-				v := "x"
-				if j == 0 && i%5 == 0 {
-					v = "get 300000" // a slow job of probe's
+			var recs []*kgo.Record
+			for j := range 10 {
+				xv, zv := "x", "z"
+				if j == 0 && i%7 == 0 {
+					xv = "slow" // a slow job of slowcount's
 				}
-				k := "k" + strconv.Itoa((i*len(recs)+j)%40)
-				recs[j] = &kgo.Record{Topic: "cmds", Key: []byte(k), Value: []byte(v)}
-				ref[k]++
+				if j == 1 && i%11 == 0 {
+					zv = "get 300000" // a slow job of probe's
+				}
+				xk, zk := fmt.Sprintf("x%d", (i*10+j)%20), fmt.Sprintf("z%d", (i*10+j)%20)
+				recs = append(recs, &kgo.Record{Topic: "x", Key: []byte(xk), Value: []byte(xv)},
+					&kgo.Record{Topic: "z", Key: []byte(zk), Value: []byte(zv)})
+				xRef[xk]++
+				xzRef[xk]++
+				xzRef[zk]++
 			}
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Errorf("produce: %v", err)
@@ -344,13 +361,15 @@ processor "keycount" {
 		if err := b.stop(t); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: the first instance to take every task back", round), func() bool { return running(a.rt) == 8 })
+		waitFor(t, 60*time.Second, fmt.Sprintf("round %d: the first instance to take every task back", round), func() bool { return running(a.rt) == 12 })
 	}
 	close(done)
 	<-fed
-	waitCounts(t, brokers, "key-counts", wordgen.Strings(ref))
+	waitCounts(t, brokers, "x-counts", wordgen.Strings(xRef))
+	waitCounts(t, brokers, "xz-counts", wordgen.Strings(xzRef))
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	checkOutputsOnce(t, brokers, "key-counts", ref)
+	checkOutputsOnce(t, brokers, "x-counts", xRef)
+	checkOutputsOnce(t, brokers, "xz-counts", xzRef)
 }

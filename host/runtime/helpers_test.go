@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 		"countjson":   "../../plugins/countjson",                     // count over a store of version 2 (JSON), migrated from count's
 		"migratefail": "testdata/migratefail",                        // declares version 2 of counts; its migration fails on "poison"
 		"reversible":  "../../plugins/countjson/testdata/reversible", // countjson whose migration a rollback can undo
+		"slowcount":   "testdata/slowcount",                          // count in "tallies", slow on the value "slow"
 	}
 	for name, pkg := range pkgs {
 		out := filepath.Join(dir, name+".wasm")

@@ -334,6 +334,7 @@ func (e *exactlyOnce) prepare(ctx context.Context, why commitReason, touched []*
 				inTxn = append(inTxn, t)
 			}
 		}
+		ready = e.rt.jobs.committable(ready, func(t *task) bool { _, done := rd.prepared[t]; return done })
 		if err := e.prepareTasks(ctx, rd, ready); err != nil {
 			return nil, e.abortLocked(why, err, true)
 		}
