@@ -253,7 +253,7 @@ func (discardEmitter) Emit(context.Context, engine.OutputRecord) error { return 
 // table's lock.
 func (dp *deploys) switchModules(ctx context.Context) {
 	defer dp.closeRetired()
-	dp.startWaiting(ctx)
+	defer dp.startWaiting(ctx) // once the others switched
 	dp.advanceMigrations(ctx)
 	var due []*task
 	for _, t := range dp.rt.tasks.active {

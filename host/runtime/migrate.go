@@ -322,12 +322,14 @@ func (dp *deploys) waitForModule(t *task, err error) {
 }
 
 // startWaiting starts, at a commit boundary, the waiting tasks (waitForModule) whose module
-// to run has changed since: planned as at their start, they migrate first, start, or wait
-// again. A task that cannot start its module stops the runtime, as at its start. The caller
-// holds the table's lock.
+// to run has changed since, once the processor's other tasks have switched to it (a switch
+// that fails sends them back to the module before, which cannot read a waiting task's
+// stores): planned as at their start, they migrate first, start, or wait again. A task that
+// cannot start its module stops the runtime, as at its start. The caller holds the table's
+// lock.
 func (dp *deploys) startWaiting(ctx context.Context) {
 	for _, t := range dp.rt.tasks.active {
-		if t.unread == nil || t.unread == dp.modFor(t) || t.state != stateRunning {
+		if t.unread == nil || t.unread == dp.modFor(t) || t.state != stateRunning || dp.switching(t.proc) {
 			continue
 		}
 		t.unread = nil
@@ -354,6 +356,17 @@ func (dp *deploys) startWaiting(ctx context.Context) {
 		dp.rt.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition, "module", short(t.mod.Hash()))
 		dp.rt.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
 	}
+}
+
+// switching reports whether a running task of p has yet to switch to the module it is to run.
+// The caller holds the table's lock.
+func (dp *deploys) switching(p *processor) bool {
+	for _, t := range dp.rt.tasks.active {
+		if t.proc == p && t.state == stateRunning && t.mod != nil && t.mod != dp.modFor(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // migrateFirst plans the migration of t's stores to mod when t is to switch to mod (a
