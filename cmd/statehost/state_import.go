@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/statehost/statehost/changelog"
 	"github.com/statehost/statehost/host/runtime"
@@ -141,9 +142,10 @@ func (im *importer) checkNotRunning(ctx context.Context) error {
 			err = g.Err
 		}
 		switch {
-		case err != nil && (!kerr.IsRetriable(err) || time.Now().After(deadline)):
+		case err != nil && (!kerr.IsRetriable(err) && !kgo.IsRetryableBrokerErr(err) || time.Now().After(deadline)):
 			// A coordinator that is loading or not yet elected (a cluster just started, a
-			// broker restarting) answers with a retriable error: asked again below.
+			// broker restarting) answers with a retriable error, and a broker that restarts
+			// refuses the connection: asked again below.
 			return fmt.Errorf("describe the consumer group %s: %w", group, err)
 		case err != nil:
 		case !ok || g.Err != nil || len(g.Members) == 0:
