@@ -109,15 +109,7 @@ func migratingDeployUnderLoad(t *testing.T, src string) {
 	}
 	time.Sleep(time.Second) // countjson under load
 	ref := stopFeed()
-	waitFor(t, 60*time.Second, "every word counted", func() bool {
-		h := topictest.Histories(t, brokers, "word-counts")
-		for w, n := range ref {
-			if len(h[w]) < n {
-				return false
-			}
-		}
-		return true
-	})
+	awaitEveryWord(t, brokers, ref)
 	for w, n := range ref {
 		v, found, err := in.rt.stores.ReadCommitted(taskID{Processor: "count", Partition: KeyPartition([]byte(w), 3, 0)}, "counts", []byte(w))
 		if err != nil || !found || string(v) != fmt.Sprintf(`{"n":%d}`, n) {
@@ -145,15 +137,7 @@ func migratingDeployUnderLoad(t *testing.T, src string) {
 		for w, n := range more {
 			ref[w] += n
 		}
-		waitFor(t, 60*time.Second, "the counts after the restart", func() bool {
-			h := topictest.Histories(t, brokers, "word-counts")
-			for w, n := range ref {
-				if len(h[w]) < n {
-					return false
-				}
-			}
-			return true
-		})
+		awaitEveryWord(t, brokers, ref)
 		if v := storeVersions(in.rt, "count"); !maps.Equal(v, map[int32]uint32{0: 2, 1: 2, 2: 2}) {
 			t.Errorf("cold=%v: store versions = %v, want 2 everywhere", cold, v)
 		}
@@ -200,15 +184,7 @@ func migratingDeployUnderLoad(t *testing.T, src string) {
 	for w, n := range more {
 		ref[w] += n
 	}
-	waitFor(t, 60*time.Second, "the counts after the deploy", func() bool {
-		h := topictest.Histories(t, brokers, "word-counts")
-		for w, n := range ref {
-			if len(h[w]) < n {
-				return false
-			}
-		}
-		return true
-	})
+	awaitEveryWord(t, brokers, ref)
 	if err := back.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
