@@ -175,8 +175,8 @@ func (d *dispatcher) dispatchable(t *task) bool {
 	if !t.canRun() || t.busy() || t.owed {
 		return false
 	}
-	if d.rt.eos == nil {
-		return true
+	if d.rt.eos == nil || !t.shared() {
+		return true // nothing links it to another task
 	}
 	ok := true
 	d.eachLinked(t, func(u *task) bool {
