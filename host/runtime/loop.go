@@ -450,28 +450,9 @@ func (r *Runtime) restorePending(ctx context.Context) error {
 	}
 	r.restoreRetry = brokerRetry{}
 	for _, t := range opened {
-		// A task whose stores hold an older version than its module declares migrates first,
-		// and starts its plugin after (migrate.go).
-		migrates, err := r.deploy.planStart(context.WithoutCancel(ctx), t) // a stop request waits for the trial
-		if errors.Is(err, ErrStoreAhead) {
-			r.deploy.waitForModule(t, err)
-			continue
-		}
-		if err != nil {
+		if err := r.deploy.startTask(context.WithoutCancel(ctx), t); err != nil { // a stop request waits for the trial and the init
 			return err
 		}
-		if migrates {
-			r.tasks.started(t)
-			r.tasks.status.setState(t.id, "migrating")
-			r.log.Info("task waits to migrate its stores", "processor", t.id.Processor, "partition", t.id.Partition)
-			continue
-		}
-		if err := t.startPlugin(context.WithoutCancel(ctx)); err != nil { // a stop request waits for the init
-			return err
-		}
-		r.tasks.started(t)
-		r.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition)
-		r.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
 	}
 	r.syncPauses()
 	return nil

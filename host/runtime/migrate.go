@@ -334,28 +334,40 @@ func (dp *deploys) startWaiting(ctx context.Context) {
 		}
 		t.unread = nil
 		dp.rt.tasks.status.setWaiting(t.id, "")
-		migrates, err := dp.planStart(ctx, t)
-		switch {
-		case errors.Is(err, ErrStoreAhead):
-			dp.waitForModule(t, err)
-			continue
-		case err != nil:
+		if err := dp.startTask(ctx, t); err != nil {
 			t.failed = true
 			dp.rt.signals.setFatal(err)
 			return
-		case migrates:
-			dp.rt.tasks.status.setState(t.id, "migrating")
-			dp.rt.log.Info("task waits to migrate its stores", "processor", t.id.Processor, "partition", t.id.Partition)
-			continue
 		}
-		if err := t.startPlugin(ctx); err != nil {
-			dp.rt.signals.setFatal(err)
-			return
-		}
-		dp.rt.tasks.status.setState(t.id, "running")
-		dp.rt.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition, "module", short(t.mod.Hash()))
-		dp.rt.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
 	}
+}
+
+// startTask starts t, restored (or waiting for a module): a task whose stores hold an older
+// version than its module declares migrates first, and starts its plugin after
+// (advanceMigrations); one whose stores hold a newer version waits for a module that reads
+// them (waitForModule); any other starts its plugin now. An error stops the runtime. The
+// caller holds the table's lock.
+func (dp *deploys) startTask(ctx context.Context, t *task) error {
+	migrates, err := dp.planStart(ctx, t)
+	switch {
+	case errors.Is(err, ErrStoreAhead):
+		dp.waitForModule(t, err)
+		return nil
+	case err != nil:
+		return err
+	case migrates:
+		dp.rt.tasks.started(t)
+		dp.rt.tasks.status.setState(t.id, "migrating")
+		dp.rt.log.Info("task waits to migrate its stores", "processor", t.id.Processor, "partition", t.id.Partition)
+		return nil
+	}
+	if err := t.startPlugin(ctx); err != nil {
+		return err
+	}
+	dp.rt.tasks.started(t)
+	dp.rt.log.Info("task running", "processor", t.id.Processor, "partition", t.id.Partition)
+	dp.rt.emit(Event{Kind: EventTaskRunning, Processor: t.id.Processor, Partition: t.id.Partition})
+	return nil
 }
 
 // switching reports whether a running task of p has yet to switch to the module it is to run.
