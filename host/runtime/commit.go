@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -93,12 +94,42 @@ const commitTimeout = 30 * time.Second
 // atLeastOnce is the committer under at-least-once: each task commits on its own (its records
 // acknowledged, then its write batch and checkpoint applied), and then the input offsets of
 // the tasks that committed. A crash between the two processes their records again.
-type atLeastOnce struct{ rt *Runtime }
+type atLeastOnce struct {
+	rt *Runtime
+	// fenced is set while the group does not know this member in the generation of its
+	// commits: an offset commit of generation fencedGen failed for it (the member was
+	// removed, or its session expired). franz-go rejoins on such an error, keeping the
+	// partitions until the new generation's assignment revokes some, which may have had
+	// another owner in between that committed further. Meanwhile no offset commit goes out
+	// (one that waited for the join would carry the new generation, which the group takes),
+	// and a revocation's tasks close without a commit, as lost ones do. It is cleared when
+	// the new generation's assignment is done (onAssigned: what this member still holds it
+	// held throughout), or by a loss (onLost).
+	fenced    atomic.Bool
+	fencedGen atomic.Int32
+}
+
+// unfence clears the fencing once the group's generation is no longer the fenced one.
+func (a *atLeastOnce) unfence(generation int32) {
+	if a.fenced.Load() && generation != a.fencedGen.Load() {
+		a.fenced.Store(false)
+		a.rt.log.Info("this member is in the group again: its offsets commit", "generation", generation)
+	}
+}
 
 // commit commits the tasks that are not busy: busy tasks commit later, once their jobs end;
 // the partitions they read are committed up to their first uncommitted record.
-func (a atLeastOnce) commit(ctx context.Context, why commitReason, only func(*task) bool) error {
+func (a *atLeastOnce) commit(ctx context.Context, why commitReason, only func(*task) bool) error {
 	r := a.rt
+	if why == reasonRevocation && a.fenced.Load() {
+		for _, t := range r.tasks.active {
+			if only == nil || only(t) {
+				t.last = nil // closed without a commit, as after a loss
+			}
+		}
+		r.log.Warn("this member was fenced since its last commit: the revoked tasks close without a commit")
+		return nil
+	}
 	var dirty []*task
 	for _, t := range r.tasks.active {
 		if t.state == stateRunning && !t.busy() && !t.failed && t.uncommitted() && (only == nil || only(t)) {
@@ -119,16 +150,26 @@ func (a atLeastOnce) commit(ctx context.Context, why commitReason, only func(*ta
 		}
 		return nil
 	})
-	// 3. The input offsets of the tasks that committed.
+	// 3. The input offsets of the tasks that committed. While fenced, none: the tasks keep
+	// them for a commit in the new generation, if they are still here then.
 	offsets := r.tasks.commitOffsets(dirty)
-	committed := true
-	if len(offsets) > 0 {
-		if cerr := a.commitGroupOffsets(ctx, offsets); cerr != nil {
+	committed := !a.fenced.Load()
+	if len(offsets) > 0 && committed {
+		if r.opts.beforeOffsetCommit != nil {
+			r.opts.beforeOffsetCommit(why)
+		}
+		if generation, cerr := a.commitGroupOffsets(ctx, offsets); cerr != nil {
 			// The state is applied; the tasks keep their offsets for the next commit, and
 			// the records after the last committed offsets are processed again if this
 			// process stops first (at least once).
 			committed = false
 			r.log.Warn("offset commit failed; the next commit retries it", "reason", why.String(), "partitions", describeOffsets(offsets), "error", cerr)
+			if isFenced(cerr) {
+				a.fencedGen.Store(generation)
+				if !a.fenced.Swap(true) {
+					r.emit(Event{Kind: EventMemberFenced, Error: cerr.Error()})
+				}
+			}
 		} else {
 			r.purge(offsets)
 		}
@@ -146,17 +187,18 @@ func (a atLeastOnce) commit(ctx context.Context, why commitReason, only func(*ta
 
 // stop commits every task that may commit; a failure of that commit stops the runtime unless
 // cause already does.
-func (a atLeastOnce) stop(ctx context.Context, cause error) error {
+func (a *atLeastOnce) stop(ctx context.Context, cause error) error {
 	if err := a.commit(ctx, reasonShutdown, nil); err != nil && cause == nil {
 		return err
 	}
 	return cause
 }
 
-// commitGroupOffsets commits offsets to the group.
-func (a atLeastOnce) commitGroupOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
-	var err error
-	a.rt.kafka.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+// commitGroupOffsets commits offsets to the group; it returns the generation the commit
+// was made in.
+func (a *atLeastOnce) commitGroupOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) (generation int32, err error) {
+	a.rt.kafka.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+		generation = req.Generation
 		if cerr != nil {
 			err = cerr
 			return
@@ -169,7 +211,7 @@ func (a atLeastOnce) commitGroupOffsets(ctx context.Context, offsets map[string]
 			}
 		}
 	})
-	return err
+	return generation, err
 }
 
 // commit commits the open transaction (commitTxnLocked). A transaction holds every task:

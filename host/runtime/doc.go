@@ -140,7 +140,10 @@
 //     them; under exactly-once the callback only posts the revocation, the open transaction
 //     aborts, and the loop closes them at its next safe point;
 //  3. lost partitions (a session timeout, a fencing) close their tasks without a commit: the
-//     next owner restores what they logged.
+//     next owner restores what they logged. Under at-least-once, so do partitions revoked
+//     after an offset commit found this member fenced (member_fenced: franz-go rejoins at
+//     once, without a loss), and no offsets commit, until the new generation's assignment:
+//     another member may have committed them further meanwhile.
 //
 // State of tasks this instance no longer holds is deleted after state_cleanup_delay.
 //

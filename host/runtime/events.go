@@ -114,6 +114,12 @@ const (
 	// EventPartitionsLost: the group took Partitions away without a revocation (a session
 	// timeout, a fencing); their tasks close without a commit.
 	EventPartitionsLost EventKind = "partitions_lost"
+	// EventMemberFenced (at-least-once): an offset commit failed with Error because the group
+	// does not know this member in the commit's generation (it was removed, or its session
+	// expired). The member rejoins, or loses its partitions; until its next assignment it
+	// commits no offsets, and partitions that the new generation revokes close without a
+	// commit, as lost ones do. Once per fencing.
+	EventMemberFenced EventKind = "member_fenced"
 	// EventTransactionAborted (exactly-once): the transaction of a commit for Reason aborted,
 	// with Error, or because a rebalance took partitions (no Error); see ProducerReset.
 	EventTransactionAborted EventKind = "transaction_aborted"

@@ -20,6 +20,11 @@ func (r *Runtime) onAssigned(_ context.Context, cl *kgo.Client, assigned map[str
 	if w := r.watcher.Load(); w != nil {
 		w.refresh() // the members may have changed
 	}
+	if a, ok := r.committer.(*atLeastOnce); ok {
+		// franz-go calls this at the end of every assignment, after the revocations.
+		_, generation := cl.GroupMetadata()
+		a.unfence(generation)
+	}
 	if len(assigned) == 0 {
 		return
 	}
@@ -125,6 +130,9 @@ func (r *Runtime) onLost(_ context.Context, cl *kgo.Client, lost map[string][]in
 				}
 			}
 		}
+	}
+	if a, ok := r.committer.(*atLeastOnce); ok {
+		a.fenced.Store(false) // nothing of the fenced generation is left to commit
 	}
 	r.unassign(cl, lost)
 	r.log.Warn("partitions lost", "partitions", lost)

@@ -107,6 +107,9 @@ type Options struct {
 	// sweepEvery is the least time between two steps of a task's sweep of expired entries
 	// (default sweepInterval; negative: no sweep).
 	sweepEvery time.Duration
+	// beforeOffsetCommit, when set, is called by an at-least-once commit before it commits
+	// input offsets to the group (tests see the offset commits an instance makes).
+	beforeOffsetCommit func(why commitReason)
 }
 
 func (o *Options) defaults() error {
@@ -274,7 +277,7 @@ func New(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		r.eos = &exactlyOnce{rt: r}
 		r.committer = r.eos
 	} else {
-		r.committer = atLeastOnce{r}
+		r.committer = &atLeastOnce{rt: r}
 	}
 	defer func() {
 		if err != nil {
