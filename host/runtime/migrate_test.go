@@ -111,9 +111,16 @@ func migratingDeployUnderLoad(t *testing.T, src string) {
 	ref := stopFeed()
 	awaitEveryWord(t, brokers, ref)
 	for w, n := range ref {
-		v, found, err := in.rt.stores.ReadCommitted(taskID{Processor: "count", Partition: KeyPartition([]byte(w), 3, 0)}, "counts", []byte(w))
-		if err != nil || !found || string(v) != fmt.Sprintf(`{"n":%d}`, n) {
-			t.Fatalf("store counts[%q] = %q %v %v, want {\"n\":%d}", w, v, found, err, n)
+		// The outputs are read once produced; the store holds them from the commit that
+		// follows (at least once: its batch is applied after its records are acknowledged).
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			v, found, err := in.rt.stores.ReadCommitted(taskID{Processor: "count", Partition: KeyPartition([]byte(w), 3, 0)}, "counts", []byte(w))
+			if err == nil && found && string(v) == fmt.Sprintf(`{"n":%d}`, n) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("store counts[%q] = %q %v %v, want {\"n\":%d}", w, v, found, err, n)
+			}
 		}
 		break
 	}
