@@ -6,6 +6,7 @@ package main
 import (
 	"strconv"
 
+	"github.com/statehost/statehost/host/runtime/testdata/tally"
 	"github.com/statehost/statehost/pluginsdk"
 )
 
@@ -21,18 +22,8 @@ func count(ctx pluginsdk.Context) error {
 		return nil
 	}
 	counts := ctx.Store("counts")
-	old, found, err := counts.Get(rec.Key)
+	num, err := tally.Increment(counts, rec.Key)
 	if err != nil {
-		return err
-	}
-	n := uint64(0)
-	if found {
-		if n, err = strconv.ParseUint(string(old), 10, 64); err != nil {
-			return err
-		}
-	}
-	num := strconv.AppendUint(nil, n+1, 10)
-	if err := counts.Put(rec.Key, num); err != nil {
 		return err
 	}
 	seen := append([]byte("seen:"), rec.Key...)

@@ -4,8 +4,7 @@
 package main
 
 import (
-	"strconv"
-
+	"github.com/statehost/statehost/host/runtime/testdata/tally"
 	"github.com/statehost/statehost/pluginsdk"
 )
 
@@ -26,18 +25,8 @@ func count(ctx pluginsdk.Context) error {
 			}
 		}
 	}
-	old, found, err := tallies.Get(rec.Key)
+	num, err := tally.Increment(tallies, rec.Key)
 	if err != nil {
-		return err
-	}
-	n := uint64(0)
-	if found {
-		if n, err = strconv.ParseUint(string(old), 10, 64); err != nil {
-			return err
-		}
-	}
-	num := strconv.AppendUint(nil, n+1, 10)
-	if err := tallies.Put(rec.Key, num); err != nil {
 		return err
 	}
 	return ctx.Emit(rec.Key, num)
