@@ -394,11 +394,21 @@ func (l *Loader) seal(last bool) error {
 // runs. It touches neither p's fields nor its task's.
 func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte) error {
 	dir := m.loadDir()
-	level := 0 // a run above others: it lands in an upper level, whose tables have filters
+	level := 0 // a run above others: it lands in L0
 	if !keepDeletes {
 		level = 6 // the first run of an empty partition: Pebble puts it in the last level
 	}
 	wopts := m.popts.MakeWriterOptions(level, m.db.TableFormat())
+	if keepDeletes {
+		// A run in L0 overlaps the partition's runs below it: the compaction that merges
+		// them (once the loads end, compactions.go) rewrites it, compressed and with the
+		// filters of the level it lands in. Until then the store's key filter (keyfilter.go)
+		// answers for the keys it lacks. Compressing it and building its Bloom filter cost
+		// a fifth of a load's CPU (BenchmarkLoaderPartitions, uniform keys) for tables that
+		// live a few seconds.
+		wopts.Compression = sstable.NoCompression
+		wopts.FilterPolicy = pebble.NoFilterPolicy
+	}
 	create := func(suffix string, fill func(w *sstable.Writer) error) error {
 		path := filepath.Join(dir, name+suffix+".sst")
 		f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
