@@ -1,68 +1,72 @@
 package store
 
-// loadBuffer holds a Loader's records until they are sorted: their keys and values copied
-// into slabs, one small entry each, and a keySorter that keeps each key's last write. Copies,
-// because a fetch's records point into its whole response: holding them would hold all of it.
+import "encoding/binary"
+
+// loadBuffer holds a Loader's records until they are sorted: each copied into slabs as a
+// small header (its key's length and its value's, uvarints), its key and its value, and a
+// keySorter that keeps each key's last write. Copies, because a fetch's records point into
+// its whole response: holding them would hold all of it.
+//
+// A record is known by its position: its slab's index above slabShift bits, its offset in
+// the slab below. Records are added at rising positions, so that the sorter's rule that the
+// highest one of a key was written last holds; and the sorter's entry is all a record costs
+// beside its bytes (loadEntryBytes).
 type loadBuffer struct {
 	slabs     [][]byte
-	ents      []loadEntry
+	n         int // records added
 	ks        *keySorter
 	slabBytes int64
 	spare     [][]byte // slabs of an earlier run, empty, for add to fill again (reset)
 }
 
-// loadEntry is a record of a loadBuffer: its key, then its value, at off in slab.
-type loadEntry struct {
-	slab uint32
-	off  uint32
-	klen uint32
-	vlen int32 // -1: a delete
-}
-
-// Slabs grow from firstLoadSlab to maxLoadSlab, doubling: a small buffer stays small.
+// Slabs grow from firstLoadSlab to maxLoadSlab, doubling: a small buffer stays small. A
+// record larger than maxLoadSlab gets a slab of its own, at offset 0; every other record
+// starts below maxLoadSlab in its slab, so that its offset fits in slabShift bits.
 const (
 	firstLoadSlab = 64 << 10
-	maxLoadSlab   = 1 << 20
+	maxLoadSlab   = 1 << slabShift
+	slabShift     = 20
+	// maxLoadSlabs is the most slabs whose positions fit an int32: maxLoadShare bounds a
+	// buffer well below it (half of them, were each record a slab of its own larger than
+	// maxLoadSlab).
+	maxLoadSlabs = 1 << (31 - slabShift)
 )
 
 func newLoadBuffer() *loadBuffer {
 	b := &loadBuffer{}
-	b.ks = newKeySorter(0, func(i int32) []byte { return b.key(b.ents[i]) })
+	b.ks = newKeySorter(0, b.key)
 	return b
 }
 
-// reserve makes room for n more records without growing the entries and the order one
-// doubling at a time (each doubling copies them all): the first time, for as many records of
-// avg bytes as share holds.
+// reserve makes room for n more records without growing the sorter's order one doubling at
+// a time (each doubling copies it all): the first time, for as many records of avg bytes as
+// share holds.
 func (b *loadBuffer) reserve(n int, share int64, avg int) {
-	if cap(b.ents)-len(b.ents) >= n && cap(b.ks.order)-len(b.ks.order) >= n {
+	if cap(b.ks.order)-len(b.ks.order) >= n {
 		return
 	}
-	want := len(b.ents) + n
-	if len(b.ents) == 0 {
+	want := len(b.ks.order) + n
+	if b.n == 0 {
 		want = max(want, int(share/int64(avg+loadEntryBytes)))
 	} else {
-		want = max(want, 2*cap(b.ents))
+		want = max(want, 2*cap(b.ks.order))
 	}
-	// Each only when it lacks room: a reused buffer's order may be the radix sort's other
-	// slice, of the last run's length.
-	if cap(b.ents)-len(b.ents) < n {
-		b.ents = append(make([]loadEntry, 0, want), b.ents...)
-	}
-	if cap(b.ks.order)-len(b.ks.order) < n {
-		b.ks.order = append(make([]writeOrder, 0, want), b.ks.order...)
-	}
+	b.ks.order = append(make([]writeOrder, 0, want), b.ks.order...)
 }
 
-// loadEntryBytes is what a record costs a loadBuffer beside its key and value: its entry
-// and its place in the sorter's order.
-const loadEntryBytes = 16 + 24
+// loadEntryBytes is what a record costs a loadBuffer beside its key and value: its place in
+// the sorter's order and the header of a small record.
+const loadEntryBytes = 24 + 2
 
-// add copies w into the buffer.
-func (b *loadBuffer) add(w Write) {
-	n := len(w.Key) + len(w.Value)
+// add copies w into the buffer and returns its position.
+func (b *loadBuffer) add(w Write) int32 {
+	vlen := uint64(0) // a delete
+	if !w.Delete {
+		vlen = uint64(len(w.Value)) + 1
+	}
+	n := uvarintLen(uint64(len(w.Key))) + uvarintLen(vlen) + len(w.Key) + len(w.Value)
 	last := len(b.slabs) - 1
-	if last < 0 || cap(b.slabs[last])-len(b.slabs[last]) < n {
+	if last < 0 || cap(b.slabs[last])-len(b.slabs[last]) < n || len(b.slabs[last]) >= maxLoadSlab {
 		size := firstLoadSlab
 		if last >= 0 {
 			size = min(2*cap(b.slabs[last]), maxLoadSlab)
@@ -78,43 +82,68 @@ func (b *loadBuffer) add(w Write) {
 		b.slabBytes += int64(cap(b.slabs[last]))
 	}
 	s := b.slabs[last]
-	e := loadEntry{slab: uint32(last), off: uint32(len(s)), klen: uint32(len(w.Key)), vlen: int32(len(w.Value))}
-	if w.Delete {
-		e.vlen = -1
-	}
+	pos := int32(last<<slabShift | len(s))
+	s = binary.AppendUvarint(s, uint64(len(w.Key)))
+	s = binary.AppendUvarint(s, vlen)
 	s = append(s, w.Key...)
 	if !w.Delete {
 		s = append(s, w.Value...)
 	}
 	b.slabs[last] = s
-	b.ents = append(b.ents, e)
-	b.ks.add(b.key(e), int32(len(b.ents)-1))
+	b.n++
+	b.ks.add(w.Key, pos)
+	return pos
 }
 
-func (b *loadBuffer) key(e loadEntry) []byte {
-	return b.slabs[e.slab][e.off : e.off+e.klen : e.off+e.klen]
+// uvarintLen is the length of x as a uvarint.
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
-func (b *loadBuffer) value(e loadEntry) []byte {
-	start := e.off + e.klen
-	return b.slabs[e.slab][start : start+uint32(e.vlen) : start+uint32(e.vlen)]
+// record returns the key and value of the record at pos; del reports a delete.
+func (b *loadBuffer) record(pos int32) (key, value []byte, del bool) {
+	s := b.slabs[pos>>slabShift][pos&(maxLoadSlab-1):]
+	var klen, vlen uint64
+	if s[0] < 0x80 && s[1] < 0x80 { // a key and a value shorter than 128 bytes
+		klen, vlen, s = uint64(s[0]), uint64(s[1]), s[2:]
+	} else {
+		var n int
+		klen, n = binary.Uvarint(s)
+		s = s[n:]
+		vlen, n = binary.Uvarint(s)
+		s = s[n:]
+	}
+	key = s[:klen:klen]
+	if vlen == 0 {
+		return key, nil, true
+	}
+	return key, s[klen : klen+vlen-1 : klen+vlen-1], false
+}
+
+func (b *loadBuffer) key(pos int32) []byte {
+	k, _, _ := b.record(pos)
+	return k
 }
 
 // len returns the number of records added.
-func (b *loadBuffer) len() int { return len(b.ents) }
+func (b *loadBuffer) len() int { return b.n }
 
-// bytes estimates the memory the buffer holds: its slabs, its entries, the sorter's order and
-// its map of the keys it has seen (about 40 bytes an entry). The entries and the order count
-// as far as they are filled: reserve sizes them to fit the share with the records' data.
+// bytes estimates the memory the buffer holds: its slabs, the sorter's order and its map of
+// the keys it has seen (about 40 bytes an entry). The order counts as far as it is filled:
+// reserve sizes it to fit the share with the records' data.
 func (b *loadBuffer) bytes() int64 {
-	n := b.slabBytes + int64(len(b.ents))*16 + int64(len(b.ks.order))*24
+	n := b.slabBytes + int64(len(b.ks.order))*24
 	if b.ks.latest != nil {
 		n += int64(len(b.ks.latest)) * 40
 	}
 	return n
 }
 
-// sorted returns the last write of each key, in key order, as positions in ents.
+// sorted returns the last write of each key, in key order, as positions of records.
 func (b *loadBuffer) sorted() []writeOrder { return b.ks.sorted() }
 
 // reset empties the buffer for the next run, keeping its memory: a run's buffer, once
@@ -122,31 +151,28 @@ func (b *loadBuffer) sorted() []writeOrder { return b.ks.sorted() }
 // scans) nothing new.
 func (b *loadBuffer) reset() {
 	// The slabs of the run before that this one did not take (a record larger than the next
-	// one) are dropped: a buffer keeps at most one run's slabs.
+	// one) are dropped: a buffer keeps at most one run's slabs. So are the slabs of records
+	// larger than maxLoadSlab: a record added to one could start past slabShift bits.
 	clear(b.spare)
 	b.spare = b.spare[:0]
 	for i := len(b.slabs) - 1; i >= 0; i-- {
-		b.spare = append(b.spare, b.slabs[i][:0]) // the first slab last: the next to be taken
+		if cap(b.slabs[i]) <= maxLoadSlab {
+			b.spare = append(b.spare, b.slabs[i][:0]) // the first slab last: the next to be taken
+		}
 	}
-	b.slabs, b.slabBytes = b.slabs[:0], 0
-	b.ents = b.ents[:0]
+	clear(b.slabs)
+	b.slabs, b.slabBytes, b.n = b.slabs[:0], 0, 0
 	b.ks.reset()
 }
 
-// touch reads, while the writes of order are written out in key order, the entry of the
-// write 16 places ahead and the first byte of the one 6 places ahead, and returns the byte.
-// The records lie in the buffer in the order they came, so each one read in key order misses
-// the CPU's caches twice (its entry, then its bytes): reading them ahead lets the misses of
-// the next writes overlap with the work on this one, which costs the load a tenth less
-// (BenchmarkLoader).
+// touch reads, while the writes of order are written out in key order, the first byte of the
+// record 8 places ahead, and returns it. The records lie in the buffer in the order they
+// came, so each one read in key order misses the CPU's caches: reading them ahead lets the
+// misses of the next writes overlap with the work on this one (BenchmarkLoader).
 func (b *loadBuffer) touch(order []writeOrder, j int) uint32 {
-	var sum uint32
-	if j+16 < len(order) {
-		sum += b.ents[order[j+16].i].off
+	if j+8 < len(order) {
+		pos := order[j+8].i
+		return uint32(b.slabs[pos>>slabShift][pos&(maxLoadSlab-1)])
 	}
-	if j+6 < len(order) {
-		f := b.ents[order[j+6].i]
-		sum += uint32(b.slabs[f.slab][:f.off+1][f.off])
-	}
-	return sum
+	return 0
 }

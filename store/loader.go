@@ -87,11 +87,14 @@ type LoadStats struct {
 // Load budget: the sort buffers of an instance's loaders hold at most
 // Settings.MemoryBytes/loadShare in all (32 MiB by default): one memtable's worth, which a
 // restore through a Loader does not fill. Each of n loaders fills its buffer up to half of
-// budget/n (but at least minLoadBuffer), so that the run being written and the one filling fit;
-// a run's buffer, once written, is kept for the loader's next run.
+// budget/n (but at least minLoadBuffer, at most maxLoadShare), so that the run being written
+// and the one filling fit; a run's buffer, once written, is kept for the loader's next run.
 const (
 	loadShare     = 8
 	minLoadBuffer = 256 << 10
+	// maxLoadShare bounds a buffer below what its records' positions can address
+	// (maxLoadSlabs).
+	maxLoadShare = 1 << 30
 )
 
 // loadBudget counts the loaders of an instance and the memory their buffers hold.
@@ -110,7 +113,7 @@ func newLoadBudget(memory int64) *loadBudget {
 // share is the size at which a loader's buffer is sealed as a run.
 func (b *loadBudget) share() int64 {
 	n := max(b.active.Load(), 1)
-	return max(b.budget/n/2, minLoadBuffer)
+	return min(max(b.budget/n/2, minLoadBuffer), maxLoadShare)
 }
 
 // ErrNotPebble is returned by NewLoader for a partition of the memory backend.
@@ -435,7 +438,7 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 	live := func(k []byte) bool { return len(dropBelow) == 0 || bytes.Compare(k, dropBelow) >= 0 }
 	points := false
 	for _, o := range order {
-		if e := buf.ents[o.i]; (keepDeletes || e.vlen >= 0) && live(buf.key(e)) {
+		if k, _, del := buf.record(o.i); (keepDeletes || !del) && live(k) {
 			points = true
 			break
 		}
@@ -451,15 +454,14 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			defer func() { loadTouched.Add(touched) }()
 			for j, o := range order {
 				touched += buf.touch(order, j)
-				e := buf.ents[o.i]
-				k := buf.key(e)
+				k, v, del := buf.record(o.i)
 				if !live(k) {
 					continue
 				}
 				var err error
 				switch {
-				case e.vlen >= 0:
-					err = w.Set(dk(k), buf.value(e))
+				case !del:
+					err = w.Set(dk(k), v)
 				case keepDeletes:
 					err = w.Delete(dk(k))
 				}

@@ -223,3 +223,77 @@ func TestLoaderEmptyAndRefused(t *testing.T) {
 		t.Fatal("a loader for a memory store")
 	}
 }
+
+// TestLoadBufferRecords adds records of every size class to a loadBuffer (headers of one and
+// of several bytes, records larger than a slab, empty keys and values, deletes), then again
+// after a reset that reuses its slabs, and reads each back at its position, in the order
+// added; sorted must give each key's last write.
+func TestLoadBufferRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	b := newLoadBuffer()
+	for round := range 2 {
+		var ws []Write
+		var pos []int32
+		last := map[string]int{}
+		for i := range 3000 {
+			size := rng.IntN(40)
+			switch rng.IntN(50) {
+			case 0:
+				size = 128 + rng.IntN(1000) // a header of more than one byte
+			case 1:
+				size = maxLoadSlab + rng.IntN(1000) // a slab of its own
+			}
+			w := Write{Key: fmt.Appendf(nil, "k%03d", rng.IntN(500)), Value: make([]byte, size)}
+			if rng.IntN(7) == 0 {
+				w.Key = append(w.Key, make([]byte, size)...) // a long key
+			}
+			for j := range w.Value {
+				w.Value[j] = byte(i + j)
+			}
+			switch rng.IntN(10) {
+			case 0:
+				w.Value, w.Delete = nil, true
+			case 1:
+				w.Value = []byte{}
+			}
+			ws = append(ws, w)
+			pos = append(pos, b.add(w))
+			last[string(w.Key)] = i
+		}
+		if b.len() != len(ws) {
+			t.Fatalf("round %d: len %d, want %d", round, b.len(), len(ws))
+		}
+		for i, w := range ws {
+			if i > 0 && pos[i] <= pos[i-1] {
+				t.Fatalf("round %d: record %d at position %x, after %x", round, i, pos[i], pos[i-1])
+			}
+			k, v, del := b.record(pos[i])
+			if string(k) != string(w.Key) || del != w.Delete || string(v) != string(w.Value) {
+				t.Fatalf("round %d: record %d: key %q value of %d bytes delete %v, want %q, %d bytes, %v",
+					round, i, k, len(v), del, w.Key, len(w.Value), w.Delete)
+			}
+		}
+		order := b.sorted()
+		if len(order) != len(last) {
+			t.Fatalf("round %d: sorted %d keys, want %d", round, len(order), len(last))
+		}
+		for j, o := range order {
+			k, v, del := b.record(o.i)
+			w := ws[last[string(k)]]
+			if del != w.Delete || string(v) != string(w.Value) {
+				t.Fatalf("round %d: key %q: not its last write", round, k)
+			}
+			if j > 0 {
+				if prev, _, _ := b.record(order[j-1].i); string(prev) >= string(k) {
+					t.Fatalf("round %d: key %q after %q", round, k, prev)
+				}
+			}
+		}
+		for _, s := range b.slabs {
+			if cap(s) > maxLoadSlab && len(s) != cap(s) {
+				t.Fatalf("round %d: a slab larger than maxLoadSlab holds room for more", round)
+			}
+		}
+		b.reset()
+	}
+}
