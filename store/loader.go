@@ -102,7 +102,9 @@ type loadBudget struct {
 	budget int64
 	active atomic.Int64
 	used   atomic.Int64
-	// sem bounds the runs sorted and written at once to the processors of the machine.
+	// sem bounds the runs sorted and written at once to the processors of the machine: a
+	// run holds it until its records are in its table, not while the table is synced and
+	// ingested, which waits for the disk.
 	sem chan struct{}
 }
 
@@ -384,8 +386,15 @@ func (l *Loader) seal(last bool) error {
 	go func() {
 		defer close(r.done)
 		l.m.loads.sem <- struct{}{}
-		defer func() { <-l.m.loads.sem }()
-		r.err = l.m.writeRun(p, r, name, buf, keepDeletes, dropBelow, rangeDel)
+		held := true
+		release := func() {
+			if held {
+				held = false
+				<-l.m.loads.sem
+			}
+		}
+		defer release()
+		r.err = l.m.writeRun(p, r, name, buf, keepDeletes, dropBelow, rangeDel, release)
 	}()
 	return nil
 }
@@ -394,8 +403,9 @@ func (l *Loader) seal(last bool) error {
 // keys, and ingests it with the run's checkpoint and stream time, each in an sstable of its
 // own (the ingested tables must not overlap), in one atomic ingest. Keys below dropBelow are
 // left out; rangeDel, when not nil, deletes the partition's keys below it from the earlier
-// runs. It touches neither p's fields nor its task's.
-func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte) error {
+// runs. It calls cpuDone once the records are sorted and added to the table: what follows
+// mostly waits for the disk. It touches neither p's fields nor its task's.
+func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte, cpuDone func()) error {
 	dir := m.loadDir()
 	level := 0 // a run above others: it lands in L0
 	if !keepDeletes {
@@ -469,12 +479,14 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 					return err
 				}
 			}
+			cpuDone() // before the table's Close, which syncs it
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
+	cpuDone()
 	if err := create("-checkpoint", func(w *sstable.Writer) error {
 		return w.Set(checkpointKey(p.id), encodeCheckpoint(r.cp))
 	}); err != nil {
