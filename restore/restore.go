@@ -317,6 +317,7 @@ func (r *Restorer) openLoaders(targets []*target) error {
 			}
 			return fmt.Errorf("restore: processor %s store %s: %w", tg.proc, tg.ls.Store, err)
 		}
+		tg.loader.SetEnd(tg.loadEnd)
 		tg.loading = true
 	}
 	return nil

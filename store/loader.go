@@ -52,6 +52,7 @@ type Loader struct {
 	added    bool        // Add was called
 	sealed   bool        // Flush sealed the last run
 	sealedCp Checkpoint  // of the last run sealed
+	end      int64       // SetEnd's offset, 0 for none
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// version is the version of the last version record added (key-value stores), 0 for none:
@@ -208,10 +209,30 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 	}
 	l.m.loads.used.Add(l.buf.bytes() - before)
 	l.cp, l.added = cp, true
-	if l.buf.bytes() >= share {
+	if l.buf.bytes() >= share || l.early() {
 		return l.seal(false)
 	}
 	return nil
+}
+
+// SetEnd tells the loader that the records it is given end before offset end (the end of the
+// changelog when the restore began): it then writes a run early as the end nears, so that
+// less is left to write after the last Add.
+func (l *Loader) SetEnd(end int64) { l.end = end }
+
+// minEarlyRun is the fewest records that a run written early holds: below it, a run's fixed
+// costs (its files, their syncs, an ingest) outweigh what it takes off the end.
+const minEarlyRun = 8192
+
+// early reports whether the buffer is to be sealed before it is full: once it holds at least
+// as many records as the offsets still to come (SetEnd), and no run is being written. A
+// partition read to its end then leaves a last run of half what remained at most, or of what
+// came while the run before was written, instead of a full buffer: the runs of the other
+// partitions, and the fetches, keep the processors busy meanwhile. Offsets are an upper bound
+// of the records to come (a compacted changelog skips some).
+func (l *Loader) early() bool {
+	n := l.buf.len()
+	return l.end > 0 && n >= minEarlyRun && int64(n) >= l.end-1-l.cp.Offset && l.Ready()
 }
 
 // Finish writes and ingests what the buffer holds, waits for every run to be in Pebble, and

@@ -133,6 +133,50 @@ func TestLoaderMatchesApplyRestore(t *testing.T) {
 	}
 }
 
+// TestLoaderEarlyRuns loads a changelog that fits one buffer: without SetEnd in one run at
+// Finish, with it in runs written as the end nears, and finds the state of the batches
+// either way.
+func TestLoaderEarlyRuns(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	m.loads.budget = 64 << 20 // the whole changelog fits one buffer
+	log := loadLog(8, 60000, 20000, 500, false)
+	want := openLoadTask(t, m, "batches", false)
+	for _, ws := range log {
+		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, early := range []bool{false, true} {
+		got := openLoadTask(t, m, fmt.Sprintf("loaded-%v", early), false)
+		l, err := got.Partition("s").NewLoader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if early {
+			l.SetEnd(60000)
+		}
+		for _, ws := range log {
+			if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := l.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With SetEnd, the buffer is sealed when it holds the 30,000 offsets left to come
+		// (no run is being written then), and again as the rest comes if that run ended.
+		if early && st.Runs < 2 || !early && st.Runs != 1 {
+			t.Fatalf("SetEnd %v: %d runs", early, st.Runs)
+		}
+		w, g := partitionState(t, want.Partition("s")), partitionState(t, got.Partition("s"))
+		if !slices.Equal(w, g) {
+			t.Fatalf("SetEnd %v: loaded state differs from the batches' (%d vs %d lines)", early, len(g), len(w))
+		}
+	}
+}
+
 // TestLoaderAbortKeepsARun checks that a load stopped midway leaves the state of a prefix of
 // the changelog with its checkpoint, and that a loader resuming after that checkpoint, over
 // data now (so keeping its deletes), ends in the state of the whole changelog.
