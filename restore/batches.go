@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -58,6 +59,22 @@ func batchSpan(data []byte, from int64) (next, largest int64) {
 	return next, largest
 }
 
+// batchRecords returns the number of records that the whole record batches (format v2) at
+// the start of data say they hold, each batch's at most its size in bytes.
+func batchRecords(data []byte) int {
+	n := 0
+	for len(data) >= batchHeaderLength && data[batchMagicAt] == 2 {
+		size := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
+		if size < batchHeaderLength || size > int64(len(data)) {
+			break
+		}
+		// A hint, not trusted before the CRC: at most a record a byte.
+		n += int(min(max(int64(int32(binary.BigEndian.Uint32(data[batchCountAt:]))), 0), size))
+		data = data[size:]
+	}
+	return n
+}
+
 // decodeBatches appends to ws the records of a fetched partition's record batches (the
 // fetch response's bytes) whose offsets lie in [pos, end), as a restore applies them:
 // a nil value is a delete; a LogAppendTime timestamp, the broker's clock, is -1. Control
@@ -71,6 +88,10 @@ func batchSpan(data []byte, from int64) (next, largest int64) {
 // an older message format returns errOldFormat.
 func decodeBatches(ws []store.Write, data []byte, pos, end int64, dec kgo.Decompressor) (_ []store.Write, last, next int64, err error) {
 	last, next = -1, pos
+	// Room for every record of the whole batches at once: grown append by append, the
+	// writes (pointers, for the garbage collector) were copied and cleared again and again,
+	// a tenth of a small restore's CPU.
+	ws = slices.Grow(ws, batchRecords(data))
 	for len(data) >= 12 && next < end {
 		base := int64(binary.BigEndian.Uint64(data))
 		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))

@@ -3,6 +3,7 @@ package restore
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -202,6 +203,15 @@ func TestDecodeBatchesBadInput(t *testing.T) {
 	_, _, next, err = decodeBatches(nil, bad, 0, 1<<62, kgo.DefaultDecompressor())
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", firstEnd)) || next != firstEnd {
 		t.Fatalf("corrupt batch: next %d, err %v; want an error at offset %d", next, err, firstEnd)
+	}
+
+	// A corrupt record count, read before the CRC is checked to size the writes: it costs
+	// no more room than the bytes it came with.
+	bad = append(bad[:0], data...)
+	binary.BigEndian.PutUint32(bad[first+batchCountAt:], math.MaxInt32)
+	ws, _, _, err = decodeBatches(nil, bad, 0, 1<<62, kgo.DefaultDecompressor())
+	if err == nil || cap(ws) > len(data) {
+		t.Fatalf("corrupt record count: room for %d writes, err %v; want an error and room for at most %d", cap(ws), err, len(data))
 	}
 }
 
