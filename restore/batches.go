@@ -128,22 +128,25 @@ func decodeBatches(ws []store.Write, data []byte, pos, end int64, dec kgo.Decomp
 		logAppend := attrs&attrLogAppendTime != 0
 		count := int32(binary.BigEndian.Uint32(batch[batchCountAt:]))
 		for i := int32(0); i < count; i++ {
-			var w store.Write
-			var size int
-			if w, size, err = decodeRecord(recs, base, baseTime); err != nil {
-				return ws, last, next, fmt.Errorf("restore: corrupt record %d of the batch at offset %d: %w", i, base, err)
+			ws = append(ws, store.Write{})
+			w := &ws[len(ws)-1]
+			size, err := decodeRecord(w, recs, base, baseTime)
+			if err != nil {
+				*w = store.Write{}
+				return ws[:len(ws)-1], last, next, fmt.Errorf("restore: corrupt record %d of the batch at offset %d: %w", i, base, err)
 			}
 			recs = recs[size:]
-			if w.Offset < next {
+			if off := w.Offset; off < next || off >= end {
+				*w = store.Write{} // nothing left behind that holds the response
+				ws = ws[:len(ws)-1]
+				if off >= end {
+					return ws, last, end, nil
+				}
 				continue
-			}
-			if w.Offset >= end {
-				return ws, last, end, nil
 			}
 			if logAppend {
 				w.Timestamp = -1
 			}
-			ws = append(ws, w)
 			last = w.Offset
 		}
 		next = min(batchEnd, end)
@@ -153,44 +156,54 @@ func decodeBatches(ws []store.Write, data []byte, pos, end int64, dec kgo.Decomp
 
 var errShortRecord = errors.New("truncated")
 
-// decodeRecord reads the record at the start of b: its length, attributes, timestamp and
-// offset deltas, key, value and headers (skipped). It returns the write and the bytes read.
-func decodeRecord(b []byte, base, baseTime int64) (w store.Write, size int, err error) {
-	length, n := binary.Varint(b)
+// decodeRecord reads the record at the start of b into w: its length, attributes, timestamp
+// and offset deltas, key, value and headers (skipped). It returns the bytes read. It fills w
+// in place (a write is 72 bytes: returned by value, and copied again into the slice, it was
+// a third of the decoding).
+func decodeRecord(w *store.Write, b []byte, base, baseTime int64) (size int, err error) {
+	length, n := varint(b)
 	if n <= 0 || length < 0 || int64(len(b)-n) < length {
-		return w, 0, errShortRecord
+		return 0, errShortRecord
 	}
 	size = n + int(length)
 	r := b[n:size]
 	if len(r) < 1 {
-		return w, 0, errShortRecord
+		return 0, errShortRecord
 	}
 	r = r[1:] // attributes: unused
-	tsDelta, n := binary.Varint(r)
+	tsDelta, n := varint(r)
 	if n <= 0 {
-		return w, 0, errShortRecord
+		return 0, errShortRecord
 	}
 	r = r[n:]
-	offDelta, n := binary.Varint(r)
+	offDelta, n := varint(r)
 	if n <= 0 {
-		return w, 0, errShortRecord
+		return 0, errShortRecord
 	}
 	r = r[n:]
 	if w.Key, r, err = varBytes(r); err != nil {
-		return w, 0, err
+		return 0, err
 	}
 	if w.Value, _, err = varBytes(r); err != nil {
-		return w, 0, err
+		return 0, err
 	}
 	w.Delete = w.Value == nil
 	w.Timestamp = baseTime + tsDelta
 	w.Offset = base + offDelta
-	return w, size, nil
+	return size, nil
+}
+
+// varint is binary.Varint, with the one-byte varints of a small record's fields first.
+func varint(b []byte) (int64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return int64(b[0]>>1) ^ -int64(b[0]&1), 1
+	}
+	return binary.Varint(b)
 }
 
 // varBytes reads a varint length and that many bytes (nil for a length of -1) off b.
 func varBytes(b []byte) (v, rest []byte, err error) {
-	l, n := binary.Varint(b)
+	l, n := varint(b)
 	switch {
 	case n <= 0 || l < -1 || int64(len(b)-n) < l:
 		return nil, nil, errShortRecord
