@@ -28,7 +28,7 @@ func (t *Task) sortedBatch(b *pebble.Batch) *pebble.Batch {
 		return nil
 	}
 	ws := make([]batchWrite, 0, b.Count())
-	ks := newKeySorter(int(b.Count()), func(i int32) []byte { return ws[i].key })
+	ks := newKeySorter(int(b.Count()), func(i int32) []byte { return ws[i].key }, true)
 	r := b.Reader()
 	for {
 		kind, k, v, ok, err := r.Next()
@@ -73,20 +73,28 @@ type keySorter struct {
 	// the map would cost more than it saves the sort.
 	latest map[uint64]int32
 	added  int
+	dedup  bool // latest is made (again, at a reset)
 	// scratch is radixSort's second slice, kept for the next sort after a reset.
 	scratch []writeOrder
 }
 
-func newKeySorter(n int, key func(i int32) []byte) *keySorter {
-	return &keySorter{key: key, order: make([]writeOrder, 0, n), latest: make(map[uint64]int32, min(n, 4096))}
+// newKeySorter returns a keySorter for about n writes. With dedup, it looks for a key's
+// earlier writes as they are added (latest); without, only the sort meets them.
+func newKeySorter(n int, key func(i int32) []byte, dedup bool) *keySorter {
+	s := &keySorter{key: key, order: make([]writeOrder, 0, n), dedup: dedup}
+	if dedup {
+		s.latest = make(map[uint64]int32, min(n, 4096))
+	}
+	return s
 }
 
 // reset empties s for new writes, keeping its memory.
 func (s *keySorter) reset() {
 	s.order, s.added = s.order[:0], 0
-	if s.latest != nil {
+	switch {
+	case s.latest != nil:
 		clear(s.latest)
-	} else {
+	case s.dedup:
 		s.latest = make(map[uint64]int32, 4096)
 	}
 }

@@ -34,7 +34,11 @@ const (
 
 func newLoadBuffer() *loadBuffer {
 	b := &loadBuffer{}
-	b.ks = newKeySorter(0, b.key)
+	// Without a map of the keys seen: the sort meets a key's writes at less cost than
+	// finding each in a map as it comes (a hash, a probe, a read of the earlier key), a
+	// seventh of a load's CPU on skewed keys (BenchmarkLoaderPartitions). Its records are
+	// in the buffer whatever the map finds.
+	b.ks = newKeySorter(0, b.key, false)
 	return b
 }
 
@@ -132,15 +136,10 @@ func (b *loadBuffer) key(pos int32) []byte {
 // len returns the number of records added.
 func (b *loadBuffer) len() int { return b.n }
 
-// bytes estimates the memory the buffer holds: its slabs, the sorter's order and its map of
-// the keys it has seen (about 40 bytes an entry). The order counts as far as it is filled:
-// reserve sizes it to fit the share with the records' data.
+// bytes estimates the memory the buffer holds: its slabs and the sorter's order. The order
+// counts as far as it is filled: reserve sizes it to fit the share with the records' data.
 func (b *loadBuffer) bytes() int64 {
-	n := b.slabBytes + int64(len(b.ks.order))*24
-	if b.ks.latest != nil {
-		n += int64(len(b.ks.latest)) * 40
-	}
-	return n
+	return b.slabBytes + int64(len(b.ks.order))*24
 }
 
 // sorted returns the last write of each key, in key order, as positions of records.

@@ -162,7 +162,7 @@ func (p *Partition) ApplyRestore(ws []Write, cp Checkpoint) error {
 			// scattered: inserted in key order, each key once, they cost the memtable less
 			// (see sortedBatch). After the range delete, if any: the batch applies its
 			// writes in order, and the range delete drops older keys only.
-			ks := newKeySorter(len(ws), func(i int32) []byte { return ws[i].Key })
+			ks := newKeySorter(len(ws), func(i int32) []byte { return ws[i].Key }, true)
 			for i, w := range ws {
 				ks.add(w.Key, int32(i))
 			}
