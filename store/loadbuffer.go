@@ -63,7 +63,7 @@ func (b *loadBuffer) reserve(n int, share int64, avg int) {
 const loadEntryBytes = 24 + 2
 
 // add copies w into the buffer and returns its position.
-func (b *loadBuffer) add(w Write) int32 {
+func (b *loadBuffer) add(w *Write) int32 {
 	vlen := uint64(0) // a delete
 	if !w.Delete {
 		vlen = uint64(len(w.Value)) + 1

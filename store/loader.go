@@ -204,8 +204,8 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 	}
 	before := l.buf.bytes()
 	l.buf.reserve(len(ws), share, avg)
-	for _, w := range ws {
-		l.buf.add(w)
+	for i := range ws {
+		l.buf.add(&ws[i])
 	}
 	l.m.loads.used.Add(l.buf.bytes() - before)
 	l.cp, l.added = cp, true

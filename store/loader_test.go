@@ -301,7 +301,7 @@ func TestLoadBufferRecords(t *testing.T) {
 				w.Value = []byte{}
 			}
 			ws = append(ws, w)
-			pos = append(pos, b.add(w))
+			pos = append(pos, b.add(&w))
 			last[string(w.Key)] = i
 		}
 		if b.len() != len(ws) {
