@@ -53,6 +53,7 @@ type Loader struct {
 	sealed   bool        // Flush sealed the last run
 	sealedCp Checkpoint  // of the last run sealed
 	end      int64       // SetEnd's offset, 0 for none
+	ran      keyRange    // the keys of the runs ingested, or all of them over earlier data
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// version is the version of the last version record added (key-value stores), 0 for none:
@@ -77,6 +78,42 @@ type loadRun struct {
 	bytes int64  // the buffer's share of the load budget, given back when the run ends
 	buf   *loadBuffer
 	files []string
+	keys  keyRange // of the points written: into buf until the run ends, copied then
+}
+
+// keyRange is the range of a partition's keys, without its prefix, that loaded runs hold.
+type keyRange struct {
+	lo, hi []byte
+	ok     bool // the range holds keys: lo and hi are set
+	all    bool // any key: the partition held data before the load
+}
+
+// overlaps reports whether the keys o of a run may overlap r's.
+func (r keyRange) overlaps(o keyRange) bool {
+	if r.all {
+		return true
+	}
+	return r.ok && o.ok && bytes.Compare(o.lo, r.hi) <= 0 && bytes.Compare(o.hi, r.lo) >= 0
+}
+
+// add returns the range of r and o.
+func (r keyRange) add(o keyRange) keyRange {
+	switch {
+	case !o.ok:
+		return r
+	case r.all:
+		return r
+	case !r.ok:
+		return keyRange{lo: bytes.Clone(o.lo), hi: bytes.Clone(o.hi), ok: true}
+	}
+	out := r
+	if bytes.Compare(o.lo, r.lo) < 0 {
+		out.lo = bytes.Clone(o.lo)
+	}
+	if bytes.Compare(o.hi, r.hi) > 0 {
+		out.hi = bytes.Clone(o.hi)
+	}
+	return out
 }
 
 // LoadStats describe what a Loader did.
@@ -141,7 +178,7 @@ func (p *Partition) NewLoader() (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{p: p, m: p.t.m, empty: !data, buf: newLoadBuffer()}
+	l := &Loader{p: p, m: p.t.m, empty: !data, buf: newLoadBuffer(), ran: keyRange{all: data}}
 	l.m.loads.active.Add(1)
 	l.m.sched.loadStarted()
 	if p.cache != nil {
@@ -352,6 +389,10 @@ func (l *Loader) collect(wait bool) error {
 func (l *Loader) endRun(r *loadRun) error {
 	l.run = nil
 	l.m.loads.used.Add(-r.bytes)
+	if r.err == nil {
+		l.ran = l.ran.add(r.keys) // copied: the keys point into the buffer
+	}
+	r.keys = keyRange{}
 	r.buf.reset()
 	l.spare, r.buf = r.buf, nil
 	for _, f := range r.files {
@@ -400,6 +441,7 @@ func (l *Loader) seal(last bool) error {
 	}
 	keepDeletes := !l.empty || l.seq > 0
 	dropBelow := append([]byte(nil), l.droppedTo...)
+	below := l.ran // ended with the run before (collect): the goroutine only reads it
 	l.seq++
 	l.sealedCp = l.cp
 	l.run = r
@@ -415,7 +457,7 @@ func (l *Loader) seal(last bool) error {
 			}
 		}
 		defer release()
-		r.err = l.m.writeRun(p, r, name, buf, keepDeletes, dropBelow, rangeDel, release)
+		r.err = l.m.writeRun(p, r, name, buf, keepDeletes, dropBelow, rangeDel, below, release)
 	}()
 	return nil
 }
@@ -426,20 +468,42 @@ func (l *Loader) seal(last bool) error {
 // left out; rangeDel, when not nil, deletes the partition's keys below it from the earlier
 // runs. It calls cpuDone once the records are sorted and added to the table: what follows
 // mostly waits for the disk. It touches neither p's fields nor its task's.
-func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte, cpuDone func()) error {
+func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffer, keepDeletes bool, dropBelow, rangeDel []byte, below keyRange, cpuDone func()) error {
 	dir := m.loadDir()
-	level := 0 // a run above others: it lands in L0
-	if !keepDeletes {
-		level = 6 // the first run of an empty partition: Pebble puts it in the last level
+	order := buf.sorted()
+	live := func(k []byte) bool { return len(dropBelow) == 0 || bytes.Compare(k, dropBelow) >= 0 }
+	written := func(o writeOrder) ([]byte, bool) {
+		k, _, del := buf.record(o.i)
+		return k, (keepDeletes || !del) && live(k)
+	}
+	var points bool
+	for _, o := range order {
+		if r.keys.lo, points = written(o); points {
+			break
+		}
+	}
+	for j := len(order) - 1; points && j >= 0; j-- {
+		if k, ok := written(order[j]); ok {
+			r.keys.hi, r.keys.ok = k, true
+			break
+		}
+	}
+	// Pebble puts the first run of an empty partition in the last level, and so every later
+	// run whose keys lie outside the earlier runs' (keys that rise with the changelog).
+	// Those tables stay: compressed, with their level's filters. A run that overlaps the
+	// others, or data the partition held before, or deletes a range, lands in L0, where
+	// the compaction that merges the runs (once the loads end, compactions.go) rewrites it,
+	// compressed and with the filters of the level it lands in; until then the store's key
+	// filter (keyfilter.go) answers for the keys it lacks. Compressing it and building its
+	// Bloom filter cost a fifth of a load's CPU (BenchmarkLoaderPartitions, uniform keys)
+	// for a table that lives a few seconds.
+	above := keepDeletes && (rangeDel != nil || below.overlaps(r.keys))
+	level := 6
+	if above {
+		level = 0
 	}
 	wopts := m.popts.MakeWriterOptions(level, m.db.TableFormat())
-	if keepDeletes {
-		// A run in L0 overlaps the partition's runs below it: the compaction that merges
-		// them (once the loads end, compactions.go) rewrites it, compressed and with the
-		// filters of the level it lands in. Until then the store's key filter (keyfilter.go)
-		// answers for the keys it lacks. Compressing it and building its Bloom filter cost
-		// a fifth of a load's CPU (BenchmarkLoaderPartitions, uniform keys) for tables that
-		// live a few seconds.
+	if above {
 		wopts.Compression = sstable.NoCompression
 		wopts.FilterPolicy = pebble.NoFilterPolicy
 	}
@@ -464,15 +528,6 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 	dk := func(k []byte) []byte {
 		key = append(append(key[:0], p.prefix...), k...)
 		return key
-	}
-	order := buf.sorted()
-	live := func(k []byte) bool { return len(dropBelow) == 0 || bytes.Compare(k, dropBelow) >= 0 }
-	points := false
-	for _, o := range order {
-		if k, _, del := buf.record(o.i); (keepDeletes || !del) && live(k) {
-			points = true
-			break
-		}
 	}
 	if points || rangeDel != nil {
 		err := create("", func(w *sstable.Writer) error {

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // loadLog is a changelog for the loader tests: n records over keys distinct keys, a tenth of
@@ -339,5 +343,65 @@ func TestLoadBufferRecords(t *testing.T) {
 			}
 		}
 		b.reset()
+	}
+}
+
+// TestLoaderRunsCompression checks the tables a load leaves behind: runs of rising keys (a
+// changelog of keys that grow with it) land beside each other in the last level, where they
+// stay, and must be written compressed; runs over the same keys land in L0 uncompressed,
+// and the compaction after the load rewrites them compressed.
+func TestLoaderRunsCompression(t *testing.T) {
+	for _, rising := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rising=%v", rising), func(t *testing.T) {
+			m := openManager(t, t.TempDir())
+			defer m.Close()
+			m.loads.budget = 256 << 10 // a run every few batches
+			task := openLoadTask(t, m, "p", false)
+			l, err := task.Partition("s").NewLoader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := bytes.Repeat([]byte("compressible "), 8)
+			for b := range 20 {
+				var ws []Write
+				for i := range 1000 {
+					k := b*1000 + i
+					if !rising {
+						k = (k * 7919) % 20000
+					}
+					ws = append(ws, Write{Key: fmt.Appendf(nil, "key-%06d", k), Value: value, Offset: int64(b*1000 + i)})
+				}
+				if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := l.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Runs < 3 {
+				t.Fatalf("%d runs; the test wants several", st.Runs)
+			}
+			waitCompactions(m)
+			levels, err := m.db.SSTables(pebble.WithProperties())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables := 0
+			for level, ts := range levels {
+				for _, tbl := range ts {
+					if tbl.Properties.NumEntries < 100 {
+						continue // a checkpoint's table
+					}
+					tables++
+					if strings.Contains(tbl.Properties.CompressionName, "NoCompression") {
+						t.Errorf("a table of %d entries in L%d is not compressed", tbl.Properties.NumEntries, level)
+					}
+				}
+			}
+			if tables == 0 {
+				t.Fatal("no table holds the loaded keys")
+			}
+		})
 	}
 }
