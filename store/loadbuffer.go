@@ -26,9 +26,8 @@ const (
 	firstLoadSlab = 64 << 10
 	maxLoadSlab   = 1 << slabShift
 	slabShift     = 20
-	// maxLoadSlabs is the most slabs whose positions fit an int32: maxLoadShare bounds a
-	// buffer well below it (half of them, were each record a slab of its own larger than
-	// maxLoadSlab).
+	// maxLoadSlabs is the most slabs whose positions fit an int32: maxLoadShare keeps a
+	// buffer within half of them.
 	maxLoadSlabs = 1 << (31 - slabShift)
 )
 
@@ -112,7 +111,7 @@ func uvarintLen(x uint64) int {
 func (b *loadBuffer) record(pos int32) (key, value []byte, del bool) {
 	s := b.slabs[pos>>slabShift][pos&(maxLoadSlab-1):]
 	var klen, vlen uint64
-	if s[0] < 0x80 && s[1] < 0x80 { // a key and a value shorter than 128 bytes
+	if s[0] < 0x80 && s[1] < 0x80 { // a key shorter than 128 bytes, a value than 127
 		klen, vlen, s = uint64(s[0]), uint64(s[1]), s[2:]
 	} else {
 		var n int

@@ -131,8 +131,9 @@ const (
 	loadShare     = 8
 	minLoadBuffer = 256 << 10
 	// maxLoadShare bounds a buffer below what its records' positions can address
-	// (maxLoadSlabs).
-	maxLoadShare = 1 << 30
+	// (maxLoadSlabs): Add takes records whose bytes fit what the share has left, and their
+	// slabs can take up to twice their bytes (a slab ended short of each record).
+	maxLoadShare = 1 << 29
 )
 
 // loadBudget counts the loaders of an instance and the memory their buffers hold.
