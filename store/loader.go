@@ -53,7 +53,7 @@ type Loader struct {
 	sealed   bool        // Flush sealed the last run
 	sealedCp Checkpoint  // of the last run sealed
 	end      int64       // SetEnd's offset, 0 for none
-	ran      keyRange    // the keys of the runs ingested, or all of them over earlier data
+	ran      keyRange    // the keys the partition held at the start, and those of the runs ingested
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// version is the version of the last version record added (key-value stores), 0 for none:
@@ -85,23 +85,36 @@ type loadRun struct {
 type keyRange struct {
 	lo, hi []byte
 	ok     bool // the range holds keys: lo and hi are set
-	all    bool // any key: the partition held data before the load
 }
 
-// overlaps reports whether the keys o of a run may overlap r's.
+// overlaps reports whether the keys o of a run overlap r's.
 func (r keyRange) overlaps(o keyRange) bool {
-	if r.all {
-		return true
-	}
 	return r.ok && o.ok && bytes.Compare(o.lo, r.hi) <= 0 && bytes.Compare(o.hi, r.lo) >= 0
+}
+
+// keyRange returns the range of the keys p's committed state holds.
+func (p *Partition) keyRange() (keyRange, error) {
+	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
+	if err != nil {
+		return keyRange{}, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
+	}
+	var r keyRange
+	if it.First() {
+		r.lo = bytes.Clone(it.Key()[len(p.prefix):])
+		if it.Last() {
+			r.hi, r.ok = bytes.Clone(it.Key()[len(p.prefix):]), true
+		}
+	}
+	if err := it.Close(); err != nil {
+		return keyRange{}, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
+	}
+	return r, nil
 }
 
 // add returns the range of r and o.
 func (r keyRange) add(o keyRange) keyRange {
 	switch {
 	case !o.ok:
-		return r
-	case r.all:
 		return r
 	case !r.ok:
 		return keyRange{lo: bytes.Clone(o.lo), hi: bytes.Clone(o.hi), ok: true}
@@ -175,11 +188,11 @@ func (p *Partition) NewLoader() (*Loader, error) {
 	if p.t.m.set.ReadOnly {
 		return nil, fmt.Errorf("store: task %s store %q: load: %w", p.t.id, p.name, pebble.ErrReadOnly)
 	}
-	data, err := p.HasData()
+	held, err := p.keyRange()
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{p: p, m: p.t.m, empty: !data, buf: newLoadBuffer(), ran: keyRange{all: data}}
+	l := &Loader{p: p, m: p.t.m, empty: !held.ok, buf: newLoadBuffer(), ran: held}
 	l.m.loads.active.Add(1)
 	l.m.sched.loadStarted()
 	if p.cache != nil {
@@ -490,14 +503,15 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 		}
 	}
 	// Pebble puts the first run of an empty partition in the last level, and so every later
-	// run whose keys lie outside the earlier runs' (keys that rise with the changelog).
-	// Those tables stay: compressed, with their level's filters. A run that overlaps the
-	// others, or data the partition held before, or deletes a range, lands in L0, where
-	// the compaction that merges the runs (once the loads end, compactions.go) rewrites it,
-	// compressed and with the filters of the level it lands in; until then the store's key
-	// filter (keyfilter.go) answers for the keys it lacks. Compressing it and building its
-	// Bloom filter cost a fifth of a load's CPU (BenchmarkLoaderPartitions, uniform keys)
-	// for a table that lives a few seconds.
+	// run whose keys lie outside the earlier runs' and the partition's earlier data (keys
+	// that rise with the changelog): those tables stay, and are compressed (the last level
+	// has no filters). A run whose keys span theirs, or that deletes a range, lands above
+	// them, in L0 for the bench's keys, where the compaction that merges the runs (once the
+	// loads end, compactions.go) rewrites it, compressed and with the filters of the level
+	// it lands in; until then the store's key filter (keyfilter.go) answers for the keys it
+	// lacks. Compressing it and building its Bloom filter cost a fifth of a load's CPU
+	// (BenchmarkLoaderPartitions, uniform keys) for a table that lives a few seconds. One
+	// range stands for the runs: a run in a gap between two of them counts as overlapping.
 	above := keepDeletes && (rangeDel != nil || below.overlaps(r.keys))
 	level := 6
 	if above {

@@ -348,11 +348,12 @@ func TestLoadBufferRecords(t *testing.T) {
 
 // TestLoaderRunsCompression checks the tables a load leaves behind: runs of rising keys (a
 // changelog of keys that grow with it) land beside each other in the last level, where they
-// stay, and must be written compressed; runs over the same keys land in L0 uncompressed,
-// and the compaction after the load rewrites them compressed.
+// stay, and must be written compressed, also when a second load resumes over the first one's
+// data; runs over the same keys land in L0 uncompressed, and the compaction after the load
+// rewrites them compressed.
 func TestLoaderRunsCompression(t *testing.T) {
-	for _, rising := range []bool{true, false} {
-		t.Run(fmt.Sprintf("rising=%v", rising), func(t *testing.T) {
+	for _, c := range []struct{ rising, resume bool }{{true, false}, {true, true}, {false, false}} {
+		t.Run(fmt.Sprintf("rising=%v,resume=%v", c.rising, c.resume), func(t *testing.T) {
 			m := openManager(t, t.TempDir())
 			defer m.Close()
 			m.loads.budget = 256 << 10 // a run every few batches
@@ -361,12 +362,23 @@ func TestLoaderRunsCompression(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			runs := 0
 			value := bytes.Repeat([]byte("compressible "), 8)
 			for b := range 20 {
+				if c.resume && b == 10 {
+					st, err := l.Finish()
+					if err != nil {
+						t.Fatal(err)
+					}
+					runs += st.Runs
+					if l, err = task.Partition("s").NewLoader(); err != nil {
+						t.Fatal(err)
+					}
+				}
 				var ws []Write
 				for i := range 1000 {
 					k := b*1000 + i
-					if !rising {
+					if !c.rising {
 						k = (k * 7919) % 20000
 					}
 					ws = append(ws, Write{Key: fmt.Appendf(nil, "key-%06d", k), Value: value, Offset: int64(b*1000 + i)})
@@ -379,8 +391,8 @@ func TestLoaderRunsCompression(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Runs < 3 {
-				t.Fatalf("%d runs; the test wants several", st.Runs)
+			if runs += st.Runs; runs < 3 {
+				t.Fatalf("%d runs; the test wants several", runs)
 			}
 			waitCompactions(m)
 			levels, err := m.db.SSTables(pebble.WithProperties())
