@@ -54,6 +54,9 @@ type Loader struct {
 	sealedCp Checkpoint  // of the last run sealed
 	end      int64       // SetEnd's offset, 0 for none
 	ran      keyRange    // the keys the partition held at the start, and those of the runs ingested
+	// lastPending: Flush found a run being written; the last one starts once it ended
+	// (Ready, Finish).
+	lastPending bool
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// version is the version of the last version record added (key-value stores), 0 for none:
@@ -283,7 +286,7 @@ const minEarlyRun = 8192
 // of the records to come (a compacted changelog skips some).
 func (l *Loader) early() bool {
 	n := l.buf.len()
-	return l.end > 0 && n >= minEarlyRun && int64(n) >= l.end-1-l.cp.Offset && l.Ready()
+	return l.end > 0 && n >= minEarlyRun && int64(n) >= l.end-1-l.cp.Offset && l.idle()
 }
 
 // Finish writes and ingests what the buffer holds, waits for every run to be in Pebble, and
@@ -294,7 +297,8 @@ func (l *Loader) Finish() (LoadStats, error) {
 		return LoadStats{}, err
 	}
 	var err error
-	if l.added && !l.sealed {
+	if l.added && !l.sealed || l.lastPending {
+		l.lastPending = false
 		err = l.seal(true)
 	}
 	if err == nil {
@@ -308,7 +312,8 @@ func (l *Loader) Finish() (LoadStats, error) {
 }
 
 // Flush starts writing and ingesting what the buffer holds, as Finish does, without waiting
-// for it: Ready tells when Finish will not wait. Nothing can be added after it.
+// for it: Ready tells when Finish will not wait. While a run is being written, the last one
+// starts when Ready finds it ended, or at Finish. Nothing can be added after it.
 func (l *Loader) Flush() error {
 	if err := l.usable(); err != nil {
 		return err
@@ -317,15 +322,36 @@ func (l *Loader) Flush() error {
 		return nil
 	}
 	l.sealed = true
+	if !l.idle() {
+		l.lastPending = true // not waiting here: the caller may have other loaders to serve
+		return nil
+	}
 	if err := l.seal(true); err != nil {
 		return l.fail(err)
 	}
 	return nil
 }
 
-// Ready reports whether no run is being written or ingested: Finish then returns at once,
-// after Flush.
+// Ready reports whether no run is being written or ingested, nor waits to be: Finish then
+// returns at once, after Flush. It starts the last run that Flush left for the one before
+// to end; when that fails, it returns true, and Finish the failure.
 func (l *Loader) Ready() bool {
+	if !l.idle() {
+		return false
+	}
+	if l.lastPending && l.err == nil {
+		l.lastPending = false
+		if err := l.seal(true); err != nil {
+			l.fail(err)
+			return true
+		}
+		return l.idle()
+	}
+	return true
+}
+
+// idle reports whether no run is being written or ingested.
+func (l *Loader) idle() bool {
 	if l.run == nil {
 		return true
 	}

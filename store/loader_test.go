@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -178,6 +179,65 @@ func TestLoaderEarlyRuns(t *testing.T) {
 		if !slices.Equal(w, g) {
 			t.Fatalf("SetEnd %v: loaded state differs from the batches' (%d vs %d lines)", early, len(g), len(w))
 		}
+	}
+}
+
+// TestLoaderFlushDoesNotWait checks that Flush returns while a run is being written, leaving
+// the last one to start when Ready finds that run ended: the runs are held back by taking
+// every slot of the loads' semaphore.
+func TestLoaderFlushDoesNotWait(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	m.loads.budget = 64 << 20 // the whole changelog fits one buffer
+	log := loadLog(9, 30000, 10000, 500, false)
+	want := openLoadTask(t, m, "batches", false)
+	for _, ws := range log {
+		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := openLoadTask(t, m, "loaded", false)
+	l, err := got.Partition("s").NewLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetEnd(30000)
+	for range cap(m.loads.sem) {
+		m.loads.sem <- struct{}{}
+	}
+	for _, ws := range log {
+		if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush waits for the run being written")
+	}
+	if l.Ready() {
+		t.Fatal("Ready with a run held back")
+	}
+	for range cap(m.loads.sem) {
+		<-m.loads.sem
+	}
+	for !l.Ready() {
+		time.Sleep(time.Millisecond)
+	}
+	st, err := l.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Runs != 2 {
+		t.Fatalf("%d runs, want the early one and the last", st.Runs)
+	}
+	if w, g := partitionState(t, want.Partition("s")), partitionState(t, got.Partition("s")); !slices.Equal(w, g) {
+		t.Fatalf("loaded state differs from the batches' (%d vs %d lines)", len(g), len(w))
 	}
 }
 
