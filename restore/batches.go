@@ -60,20 +60,32 @@ func batchSpan(data []byte, from int64) (next, largest int64) {
 }
 
 // batchRecords returns the number of records that the whole record batches (format v2) at
-// the start of data say they hold, each batch's at most its size in bytes.
-func batchRecords(data []byte) int {
+// the start of data say they hold between offsets pos and end. A count is a hint, not trusted
+// before the CRC: at most what the batch's bytes can hold of records of 7 bytes, the
+// smallest (a compressed batch may hold more: its writes are then appended as they come).
+func batchRecords(data []byte, pos, end int64) int {
 	n := 0
 	for len(data) >= batchHeaderLength && data[batchMagicAt] == 2 {
 		size := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))
 		if size < batchHeaderLength || size > int64(len(data)) {
 			break
 		}
-		// A hint, not trusted before the CRC: at most a record a byte.
-		n += int(min(max(int64(int32(binary.BigEndian.Uint32(data[batchCountAt:]))), 0), size))
+		base := int64(binary.BigEndian.Uint64(data))
+		if base >= end {
+			break
+		}
+		if base+int64(int32(binary.BigEndian.Uint32(data[batchLastDeltaAt:]))) >= pos {
+			count := int64(int32(binary.BigEndian.Uint32(data[batchCountAt:])))
+			n += int(min(max(count, 0), (size-batchHeaderLength)/minRecordBytes))
+		}
 		data = data[size:]
 	}
 	return n
 }
+
+// minRecordBytes is the size of the smallest record of a batch: its length, attributes,
+// timestamp and offset deltas, key and value lengths and header count, a byte each.
+const minRecordBytes = 7
 
 // decodeBatches appends to ws the records of a fetched partition's record batches (the
 // fetch response's bytes) whose offsets lie in [pos, end), as a restore applies them:
@@ -91,7 +103,7 @@ func decodeBatches(ws []store.Write, data []byte, pos, end int64, dec kgo.Decomp
 	// Room for every record of the whole batches at once: grown append by append, the
 	// writes (pointers, for the garbage collector) were copied and cleared again and again,
 	// a tenth of a small restore's CPU.
-	ws = slices.Grow(ws, batchRecords(data))
+	ws = slices.Grow(ws, batchRecords(data, pos, end))
 	for len(data) >= 12 && next < end {
 		base := int64(binary.BigEndian.Uint64(data))
 		n := 12 + int64(int32(binary.BigEndian.Uint32(data[batchLengthAt:])))

@@ -206,12 +206,12 @@ func TestDecodeBatchesBadInput(t *testing.T) {
 	}
 
 	// A corrupt record count, read before the CRC is checked to size the writes: it costs
-	// no more room than the bytes it came with.
+	// no more room than a record for each 7 bytes it came with.
 	bad = append(bad[:0], data...)
 	binary.BigEndian.PutUint32(bad[first+batchCountAt:], math.MaxInt32)
 	ws, _, _, err = decodeBatches(nil, bad, 0, 1<<62, kgo.DefaultDecompressor())
-	if err == nil || cap(ws) > len(data) {
-		t.Fatalf("corrupt record count: room for %d writes, err %v; want an error and room for at most %d", cap(ws), err, len(data))
+	if err == nil || cap(ws) > len(data)/minRecordBytes {
+		t.Fatalf("corrupt record count: room for %d writes, err %v; want an error and room for at most %d", cap(ws), err, len(data)/minRecordBytes)
 	}
 }
 

@@ -234,7 +234,9 @@ func (r *Restorer) loadFetched(ctx, actx context.Context, a appliers, p loadPart
 func (r *Restorer) decodeFetched(ws []store.Write, tg *target, rp *kmsg.FetchResponseTopicPartition, from int64) (_ []store.Write, last int64, err error) {
 	ws, last, _, err = decodeBatches(ws, rp.RecordBatches, from, tg.loadEnd, r.dec)
 	if err == nil && len(rp.AbortedTransactions) > 0 || errors.Is(err, errOldFormat) {
-		// Aborted transactions to skip, or an old format: kgo's decoder reads these.
+		// Aborted transactions to skip, or an old format: kgo's decoder reads these. What
+		// was decoded is cleared first: fewer writes may take its place.
+		clear(ws)
 		ws, last, err = r.decodeWithKgo(ws[:0], tg, rp, from)
 	}
 	if err != nil {
