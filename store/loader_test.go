@@ -77,6 +77,29 @@ func openLoadTask(t testing.TB, m *Manager, proc string, window bool) *Task {
 	return task
 }
 
+// appliedTask opens task proc of m with a store s that holds log, applied batch by batch
+// through ApplyRestore: the state a load of log must end in.
+func appliedTask(t *testing.T, m *Manager, proc string, log [][]Write, window bool) *Task {
+	t.Helper()
+	task := openLoadTask(t, m, proc, window)
+	for _, ws := range log {
+		if err := task.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return task
+}
+
+// addAll adds log's batches to l, each with the checkpoint of its last write.
+func addAll(t *testing.T, l *Loader, log [][]Write) {
+	t.Helper()
+	for _, ws := range log {
+		if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLoaderMatchesApplyRestore restores the same changelog through ApplyRestore, batch by
 // batch, and through a Loader whose buffer spills many runs, and finds the same state: the
 // newest write of every key, across runs, deletes applied, expired windows gone, the same
@@ -88,22 +111,13 @@ func TestLoaderMatchesApplyRestore(t *testing.T) {
 			defer m.Close()
 			m.loads.budget = 64 << 10 // a run every few batches
 			log := loadLog(7, 60000, 5000, 500, window)
-			want := openLoadTask(t, m, "batches", window)
-			for _, ws := range log {
-				if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			want := appliedTask(t, m, "batches", log, window)
 			got := openLoadTask(t, m, "loaded", window)
 			l, err := got.Partition("s").NewLoader()
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, ws := range log {
-				if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			addAll(t, l, log)
 			st, err := l.Finish()
 			if err != nil {
 				t.Fatal(err)
@@ -146,12 +160,7 @@ func TestLoaderEarlyRuns(t *testing.T) {
 	defer m.Close()
 	m.loads.budget = 64 << 20 // the whole changelog fits one buffer
 	log := loadLog(8, 60000, 20000, 500, false)
-	want := openLoadTask(t, m, "batches", false)
-	for _, ws := range log {
-		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := appliedTask(t, m, "batches", log, false)
 	for _, early := range []bool{false, true} {
 		got := openLoadTask(t, m, fmt.Sprintf("loaded-%v", early), false)
 		l, err := got.Partition("s").NewLoader()
@@ -161,11 +170,7 @@ func TestLoaderEarlyRuns(t *testing.T) {
 		if early {
 			l.SetEnd(60000)
 		}
-		for _, ws := range log {
-			if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addAll(t, l, log)
 		st, err := l.Finish()
 		if err != nil {
 			t.Fatal(err)
@@ -190,12 +195,7 @@ func TestLoaderFlushDoesNotWait(t *testing.T) {
 	defer m.Close()
 	m.loads.budget = 64 << 20 // the whole changelog fits one buffer
 	log := loadLog(9, 30000, 10000, 500, false)
-	want := openLoadTask(t, m, "batches", false)
-	for _, ws := range log {
-		if err := want.Partition("s").ApplyRestore(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := appliedTask(t, m, "batches", log, false)
 	got := openLoadTask(t, m, "loaded", false)
 	l, err := got.Partition("s").NewLoader()
 	if err != nil {
@@ -205,11 +205,7 @@ func TestLoaderFlushDoesNotWait(t *testing.T) {
 	for range cap(m.loads.sem) {
 		m.loads.sem <- struct{}{}
 	}
-	for _, ws := range log {
-		if err := l.Add(ws, Checkpoint{Offset: ws[len(ws)-1].Offset}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addAll(t, l, log)
 	flushed := make(chan error, 1)
 	go func() { flushed <- l.Flush() }()
 	select {
