@@ -60,7 +60,7 @@ func batchSpan(data []byte, from int64) (next, largest int64) {
 }
 
 // batchRecords returns the number of records that the whole record batches (format v2) at
-// the start of data say they hold between offsets pos and end. A count is a hint, not trusted
+// the start of data say they hold between offsets pos and end, transaction markers aside. A count is a hint, not trusted
 // before the CRC: at most what the batch's bytes can hold of records of 7 bytes, the
 // smallest (a compressed batch may hold more: its writes are then appended as they come).
 func batchRecords(data []byte, pos, end int64) int {
@@ -74,7 +74,8 @@ func batchRecords(data []byte, pos, end int64) int {
 		if base >= end {
 			break
 		}
-		if base+int64(int32(binary.BigEndian.Uint32(data[batchLastDeltaAt:]))) >= pos {
+		attrs := binary.BigEndian.Uint16(data[batchAttrsAt:])
+		if attrs&attrControl == 0 && base+int64(int32(binary.BigEndian.Uint32(data[batchLastDeltaAt:]))) >= pos {
 			count := int64(int32(binary.BigEndian.Uint32(data[batchCountAt:])))
 			n += int(min(max(count, 0), (size-batchHeaderLength)/minRecordBytes))
 		}
