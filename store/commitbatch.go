@@ -73,7 +73,6 @@ type keySorter struct {
 	// the map would cost more than it saves the sort.
 	latest map[uint64]int32
 	added  int
-	dedup  bool // latest is made (again, at a reset)
 	// scratch is radixSort's second slice, kept for the next sort after a reset.
 	scratch []writeOrder
 }
@@ -81,22 +80,18 @@ type keySorter struct {
 // newKeySorter returns a keySorter for about n writes. With dedup, it looks for a key's
 // earlier writes as they are added (latest); without, only the sort meets them.
 func newKeySorter(n int, key func(i int32) []byte, dedup bool) *keySorter {
-	s := &keySorter{key: key, order: make([]writeOrder, 0, n), dedup: dedup}
+	s := &keySorter{key: key, order: make([]writeOrder, 0, n)}
 	if dedup {
 		s.latest = make(map[uint64]int32, min(n, 4096))
 	}
 	return s
 }
 
-// reset empties s for new writes, keeping its memory.
+// reset empties s for new writes, keeping its memory (a loadBuffer's sorter, which has no
+// map of keys).
 func (s *keySorter) reset() {
 	s.order, s.added = s.order[:0], 0
-	switch {
-	case s.latest != nil:
-		clear(s.latest)
-	case s.dedup:
-		s.latest = make(map[uint64]int32, 4096)
-	}
+	clear(s.latest)
 }
 
 // add adds write i, of key k; writes are added in the order they were made.
