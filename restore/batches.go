@@ -60,9 +60,10 @@ func batchSpan(data []byte, from int64) (next, largest int64) {
 }
 
 // batchRecords returns the number of records that the whole record batches (format v2) at
-// the start of data say they hold between offsets pos and end, transaction markers aside. A count is a hint, not trusted
-// before the CRC: at most what the batch's bytes can hold of records of 7 bytes, the
-// smallest (a compressed batch may hold more: its writes are then appended as they come).
+// the start of data say they hold between offsets pos and end, transaction markers aside. A
+// count is a hint, not trusted before the CRC: at most what the batch's bytes can hold of
+// records of 7 bytes, the smallest (a compressed batch may hold more: its writes are then
+// appended as they come).
 func batchRecords(data []byte, pos, end int64) int {
 	n := 0
 	for len(data) >= batchHeaderLength && data[batchMagicAt] == 2 {

@@ -259,7 +259,8 @@ func TestLoadRequestsAfterLargeBatch(t *testing.T) {
 }
 
 // BenchmarkDecodeBatches decodes a fetch of 20,000 records (keys and values of 9 bytes, in
-// uncompressed batches of 500) into writes, as a load's appliers do, reusing the slice job after job.
+// uncompressed batches of 500) into writes, as a load's appliers do, reusing the slice job
+// after job.
 //
 //	go test -run '^$' -bench DecodeBatches ./restore/
 func BenchmarkDecodeBatches(b *testing.B) {

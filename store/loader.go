@@ -95,6 +95,24 @@ func (r keyRange) overlaps(o keyRange) bool {
 	return r.ok && o.ok && bytes.Compare(o.lo, r.hi) <= 0 && bytes.Compare(o.hi, r.lo) >= 0
 }
 
+// add returns the range of r and o.
+func (r keyRange) add(o keyRange) keyRange {
+	switch {
+	case !o.ok:
+		return r
+	case !r.ok:
+		return keyRange{lo: bytes.Clone(o.lo), hi: bytes.Clone(o.hi), ok: true}
+	}
+	out := r
+	if bytes.Compare(o.lo, r.lo) < 0 {
+		out.lo = bytes.Clone(o.lo)
+	}
+	if bytes.Compare(o.hi, r.hi) > 0 {
+		out.hi = bytes.Clone(o.hi)
+	}
+	return out
+}
+
 // keyRange returns the range of the keys p's committed state holds.
 func (p *Partition) keyRange() (keyRange, error) {
 	it, err := p.t.m.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix, UpperBound: p.upper})
@@ -112,24 +130,6 @@ func (p *Partition) keyRange() (keyRange, error) {
 		return keyRange{}, fmt.Errorf("store: task %s store %q: %w", p.t.id, p.name, err)
 	}
 	return r, nil
-}
-
-// add returns the range of r and o.
-func (r keyRange) add(o keyRange) keyRange {
-	switch {
-	case !o.ok:
-		return r
-	case !r.ok:
-		return keyRange{lo: bytes.Clone(o.lo), hi: bytes.Clone(o.hi), ok: true}
-	}
-	out := r
-	if bytes.Compare(o.lo, r.lo) < 0 {
-		out.lo = bytes.Clone(o.lo)
-	}
-	if bytes.Compare(o.hi, r.hi) > 0 {
-		out.hi = bytes.Clone(o.hi)
-	}
-	return out
 }
 
 // LoadStats describe what a Loader did.
