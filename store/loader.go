@@ -57,6 +57,8 @@ type Loader struct {
 	// lastPending: Flush found a run being written; the last one starts once it ended
 	// (Ready, Finish).
 	lastPending bool
+	// notify, when not nil, is sent to without blocking whenever a run ends (Notify).
+	notify chan<- struct{}
 
 	dropTo []byte // window and session stores: the local keys below it are expired
 	// version is the version of the last version record added (key-value stores), 0 for none:
@@ -274,6 +276,11 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 // less is left to write after the last Add.
 func (l *Loader) SetEnd(end int64) { l.end = end }
 
+// Notify makes the loader send to ch, without blocking, whenever a run has ended: Ready may
+// then report true, or start the last run that Flush left pending. A caller that serves
+// several loaders waits on one channel for them all (with a buffer of one, no end is missed).
+func (l *Loader) Notify(ch chan<- struct{}) { l.notify = ch }
+
 // minEarlyRun is the fewest records that a run written early holds: below it, a run's fixed
 // costs (its files, their syncs, an ingest) outweigh what it takes off the end.
 const minEarlyRun = 8192
@@ -486,8 +493,17 @@ func (l *Loader) seal(last bool) error {
 	l.sealedCp = l.cp
 	l.run = r
 	name := fmt.Sprintf("%08x-%s", p.id, strconv.Itoa(l.seq))
+	notify := l.notify
 	go func() {
-		defer close(r.done)
+		defer func() {
+			close(r.done)
+			if notify != nil {
+				select {
+				case notify <- struct{}{}:
+				default: // a wake-up is pending already
+				}
+			}
+		}()
 		l.m.loads.sem <- struct{}{}
 		held := true
 		release := func() {

@@ -188,8 +188,9 @@ func TestLoaderEarlyRuns(t *testing.T) {
 }
 
 // TestLoaderFlushDoesNotWait checks that Flush returns while a run is being written, leaving
-// the last one to start when Ready finds that run ended: the runs are held back by taking
-// every slot of the loads' semaphore.
+// the last one to start when Ready finds that run ended, and that each run's end wakes the
+// channel given to Notify: the runs are held back by taking every slot of the loads'
+// semaphore.
 func TestLoaderFlushDoesNotWait(t *testing.T) {
 	m := openManager(t, t.TempDir())
 	defer m.Close()
@@ -202,6 +203,8 @@ func TestLoaderFlushDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.SetEnd(30000)
+	wake := make(chan struct{}, 1)
+	l.Notify(wake)
 	for range cap(m.loads.sem) {
 		m.loads.sem <- struct{}{}
 	}
@@ -222,8 +225,14 @@ func TestLoaderFlushDoesNotWait(t *testing.T) {
 	for range cap(m.loads.sem) {
 		<-m.loads.sem
 	}
+	// The early run's end wakes the caller, whose Ready starts the last run; its end wakes
+	// it again.
 	for !l.Ready() {
-		time.Sleep(time.Millisecond)
+		select {
+		case <-wake:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a run ended without a wake-up")
+		}
 	}
 	st, err := l.Finish()
 	if err != nil {
