@@ -28,8 +28,11 @@ type applier struct {
 	targets []*target
 	jobs    chan applyJob
 	free    chan []store.Write
-	cancel  context.CancelCauseFunc // stops the restore loop when an apply fails
-	done    chan struct{}
+	// wake is sent to when a run of one of the targets' loaders ends (store.Loader.Notify):
+	// a loader flushed may then be finished, or its last run started.
+	wake   chan struct{}
+	cancel context.CancelCauseFunc // stops the restore loop when an apply fails
+	done   chan struct{}
 
 	closing []*target     // loaders flushed, whose last run is on its way into Pebble
 	decoded []store.Write // the records of a fetched job, decoded: reused job after job
@@ -60,7 +63,12 @@ const applyQueue = 2
 
 func newApplier(r *Restorer, targets []*target, cancel context.CancelCauseFunc, emit *sync.Mutex) *applier {
 	a := &applier{r: r, targets: targets, jobs: make(chan applyJob, applyQueue), free: make(chan []store.Write, applyQueue+2),
-		cancel: cancel, done: make(chan struct{}), emit: emit}
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), emit: emit}
+	for _, tg := range targets {
+		if tg.loader != nil {
+			tg.loader.Notify(a.wake)
+		}
+	}
 	go a.loop()
 	return a
 }
@@ -125,21 +133,35 @@ func (a *applier) send(ctx context.Context, j applyJob) bool {
 
 func (a *applier) loop() {
 	defer close(a.done)
-	for j := range a.jobs {
-		if !a.failed {
-			if err := a.apply(j); err != nil {
-				a.fail(err)
+	for jobs := a.jobs; jobs != nil; {
+		// A loader's run that ends between jobs is seen at once: the last run that its
+		// Flush left pending starts, or its restore ends, without waiting for a job.
+		select {
+		case j, ok := <-jobs:
+			if !ok {
+				jobs = nil
+				break
 			}
-		}
-		if j.ws != nil {
-			select {
-			case a.free <- j.ws:
-			default:
+			if !a.failed {
+				if err := a.apply(j); err != nil {
+					a.fail(err)
+				}
 			}
+			if j.ws != nil {
+				select {
+				case a.free <- j.ws:
+				default:
+				}
+			}
+		case <-a.wake:
 		}
-		a.finishReady(false)
+		a.finishReady()
 	}
-	a.finishReady(true)
+	// Each loader flushed is finished as its last run ends, in whatever order they end.
+	for len(a.closing) > 0 {
+		<-a.wake
+		a.finishReady()
+	}
 	a.closeLoaders()
 }
 
@@ -218,12 +240,13 @@ func dropLoader(tg *target) {
 	tg.loader = nil
 }
 
-// finishReady finishes the flushed loaders whose last run is in Pebble (all of them when wait
-// is set) and ends their restores; after a failure it aborts them.
-func (a *applier) finishReady(wait bool) {
+// finishReady finishes the flushed loaders whose last run is in Pebble and ends their
+// restores, and starts the last runs that wait for the run before to end; after a failure it
+// aborts them all.
+func (a *applier) finishReady() {
 	n := 0
 	for _, tg := range a.closing {
-		if !wait && !a.failed && !tg.loader.Ready() {
+		if !a.failed && !tg.loader.Ready() {
 			a.closing[n] = tg
 			n++
 			continue
