@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -571,7 +570,7 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			return fmt.Errorf("store: task %s store %q: create %s: %w", p.t.id, p.name, path, err)
 		}
 		r.files = append(r.files, path)
-		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wopts)
+		w := sstable.NewWriter(newLoadWritable(f), wopts)
 		if err := fill(w); err != nil {
 			_ = w.Close()
 			return fmt.Errorf("store: task %s store %q: write %s: %w", p.t.id, p.name, path, err)
