@@ -17,11 +17,11 @@ import (
 // in the -child flag; the child runs until SIGTERM, or in restore mode until its stores are
 // restored, and prints its findings as one "BENCH <json>" line on stdout.
 type spec struct {
-	Kind           string        // "statehost", "native", "goka", "kstreams", "quix" or "scale"
+	Kind           string        // "statehost", "native", "goka", "kstreams", "quix", "scale" or "consume"
 	Mode           string        // "process" (default) or "restore" (statehost, kstreams, quix)
 	Brokers        []string      //
 	App            string        // application ID / consumer group
-	Input          string        // input topic
+	Input          string        // input topic; kind "consume": the topic to read
 	Output         string        // output topic
 	Guarantee      string        // statehost, kstreams, quix: "at_least_once" or "exactly_once"
 	Coalesce       bool          // statehost: coalesce = true on the store; kstreams: the record cache on
@@ -42,6 +42,9 @@ type childReport struct {
 	// to the last one's end.
 	Restored     int64
 	RestoreNanos int64
+	// Kind "consume": the data records a plain consume read, and its time (consumeTopic).
+	Consumed     int64 `json:",omitempty"`
+	ConsumeNanos int64 `json:",omitempty"`
 	// PeakRSS is the child's own peak resident set (VmHWM) as it ends, in bytes; 0 where
 	// /proc is missing. The parent reads it of a child that ends by itself, whose /proc entry
 	// is gone once it is waited for: the rusage would count the parent's memory too (peakRSS).
@@ -116,6 +119,8 @@ func runChild(arg string) int {
 		err = runGoka(ctx, s)
 	case "scale":
 		rep, err = runScaleChild(ctx, s)
+	case "consume":
+		rep, err = runConsumeChild(ctx, s)
 	default:
 		err = fmt.Errorf("unknown contender kind %q", s.Kind)
 	}

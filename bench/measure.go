@@ -71,15 +71,19 @@ type run struct {
 	err            error
 
 	// Restore figures (statehost contenders with -restore).
-	consumeRate  float64       // a plain consume of the changelog, records/s
-	consumeTook  time.Duration //
-	restored     int64         // records a cold restore applied
-	restoreTook  time.Duration // the cold restore, from its first store's start to its last one's end
-	warmReplayed int64         // records replayed by a restart on the state the run left
-	tailRecs     int64         // records appended to the changelog after that restart (appendTail)
-	tailReplayed int64         // records the next restart replayed of them
-	tailTook     time.Duration // that replay, from its first store's start to its last one's end
-	hasRestore   bool
+	consumeRate float64       // a plain consume of the changelog in a new process, records/s
+	consumeTook time.Duration //
+	// The same consume in the bench's own process, which has consumed before (the baseline
+	// until 2026-12-05).
+	warmConsumeRate float64
+	warmConsumeTook time.Duration
+	restored        int64         // records a cold restore applied
+	restoreTook     time.Duration // the cold restore, from its first store's start to its last one's end
+	warmReplayed    int64         // records replayed by a restart on the state the run left
+	tailRecs        int64         // records appended to the changelog after that restart (appendTail)
+	tailReplayed    int64         // records the next restart replayed of them
+	tailTook        time.Duration // that replay, from its first store's start to its last one's end
+	hasRestore      bool
 }
 
 // bench holds what every run shares.
@@ -206,17 +210,27 @@ func (b *bench) measure(ctx context.Context, c contender, w *workload, withResto
 // runs of the bench at the same commit.
 const restoreRepeats = 5
 
-// coldRestores measures the plain consume of topic, the changelog of the run of s, and a cold
-// restore of it, restoreRepeats times in turns, and sets r's figures to their medians.
+// coldRestores measures the plain consume of topic, the changelog of the run of s, in a new
+// process and in this one, and a cold restore of it, restoreRepeats times in turns, and sets
+// r's figures to their medians.
 func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) error {
-	var consumes, restores []time.Duration
+	var consumes, warmConsumes, restores []time.Duration
 	var records int64 // the changelog's, as a plain consume reads them
 	for i := range restoreRepeats {
 		st, err := b.consume(ctx, topic, nil)
 		if err != nil {
 			return err
 		}
-		consumes, records = append(consumes, st.took), st.records
+		warmConsumes, records = append(warmConsumes, st.took), st.records
+		rep, err := b.runToEnd(spec{Kind: "consume", App: s.App + "-consume", Brokers: s.Brokers, Input: topic},
+			fmt.Sprintf("%s-consume%d.log", s.App, i))
+		if err != nil {
+			return fmt.Errorf("plain consume: %w", err)
+		}
+		if rep.Consumed != records {
+			return fmt.Errorf("plain consume: a new process read %d records of %s, this one %d", rep.Consumed, topic, records)
+		}
+		consumes = append(consumes, time.Duration(rep.ConsumeNanos))
 		cold := s
 		cold.Mode, cold.Dir, cold.CPUProfile, cold.HeapProfile, cold.Trace = "restore", fmt.Sprintf("%s-cold%d", s.Dir, i), "", "", ""
 		// The cold restore has no state, but the module's compiled code, as on any machine
@@ -233,7 +247,7 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 				cold.Trace = filepath.Join(b.cpuProfile, s.App+"-cold.trace")
 			}
 		}
-		rep, err := b.runToEnd(cold, fmt.Sprintf("%s-cold%d.log", s.App, i))
+		rep, err = b.runToEnd(cold, fmt.Sprintf("%s-cold%d.log", s.App, i))
 		if err != nil {
 			return fmt.Errorf("cold restore: %w", err)
 		}
@@ -246,8 +260,9 @@ func (b *bench) coldRestores(ctx context.Context, r *run, s spec, topic string) 
 			return err
 		}
 	}
-	r.consumeTook, r.restoreTook = median(consumes), median(restores)
+	r.consumeTook, r.warmConsumeTook, r.restoreTook = median(consumes), median(warmConsumes), median(restores)
 	r.consumeRate = float64(records) / r.consumeTook.Seconds()
+	r.warmConsumeRate = float64(records) / r.warmConsumeTook.Seconds()
 	return nil
 }
 
@@ -475,9 +490,15 @@ func (b *bench) readChangelog(ctx context.Context, c contender, topic string, w 
 // consume reads topic from its start to its end offsets (read_committed), passing each
 // data record to fn when it is not nil, and counts the records and their bytes.
 func (b *bench) consume(ctx context.Context, topic string, fn func(*kgo.Record)) (logStats, error) {
+	return consumeTopic(ctx, b.adm, b.brokers, b.timeout, topic, fn)
+}
+
+// consumeTopic is consume with a client of its own: a new consumer of brokers, adm for the end
+// offsets, timeout the longest it reads.
+func consumeTopic(ctx context.Context, adm *kadm.Client, brokers []string, timeout time.Duration, topic string, fn func(*kgo.Record)) (logStats, error) {
 	var st logStats
 	begin := time.Now()
-	ends, err := b.adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return st, fmt.Errorf("bench: end offsets of %s: %w", topic, err)
 	}
@@ -491,14 +512,14 @@ func (b *bench) consume(ctx context.Context, topic string, fn func(*kgo.Record))
 	for p := range want {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return st, err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)

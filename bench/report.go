@@ -95,10 +95,10 @@ func report(out io.Writer, runs []*run) {
 	if len(restores) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\tcold restore\trestore rec/s\trestore vs consume\twarm restart replayed\twarm tail\ttail rec/s\ttail vs processing\t")
+		fmt.Fprintln(tw, "workload\tcontender\tchangelog records\trestored\tplain consume rec/s\twarm consume rec/s\tcold restore\trestore rec/s\trestore vs consume\tvs warm consume\twarm restart replayed\twarm tail\ttail rec/s\ttail vs processing\t")
 		for _, r := range restores {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%.0f\t%.2fx\t", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
-				r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%.0f\t%.2fx\t%.2fx\t", r.w.name, r.c.name, r.changelogRecs, r.restored, r.consumeRate,
+				r.warmConsumeRate, r.restoreTook.Round(time.Millisecond), r.restoreRate(), r.restoreRate()/r.consumeRate, r.restoreRate()/r.warmConsumeRate)
 			if r.c.kind == "statehost" {
 				fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2fx\t\n", r.warmReplayed, r.tailReplayed, r.tailRate(), r.tailRate()/r.rate)
 			} else {
@@ -123,6 +123,8 @@ func report(out io.Writer, runs []*run) {
 		if r.hasRestore {
 			fmt.Fprintf(out, "RESULT %s_cold_restore_seconds=%.3f\n", p, r.restoreTook.Seconds())
 			fmt.Fprintf(out, "RESULT %s_restore_records_per_s=%.0f\n", p, r.restoreRate())
+			fmt.Fprintf(out, "RESULT %s_consume_records_per_s=%.0f\n", p, r.consumeRate)
+			fmt.Fprintf(out, "RESULT %s_warm_consume_records_per_s=%.0f\n", p, r.warmConsumeRate)
 			if r.c.kind == "statehost" {
 				fmt.Fprintf(out, "RESULT %s_warm_restart_replayed=%d\n", p, r.warmReplayed)
 				fmt.Fprintf(out, "RESULT %s_warm_tail_records_per_s=%.0f\n", p, r.tailRate())
@@ -149,13 +151,16 @@ func report(out io.Writer, runs []*run) {
 		fmt.Fprintf(out, "RESULT wordcount_%s_vs_native=%.3f\n", s, worst(c.name, "native"))
 		fmt.Fprintf(out, "RESULT wordcount_%s_vs_goka=%.3f\n", s, worst(c.name, "goka"))
 	}
-	restoreWorst, tailWorst := math.NaN(), math.NaN()
+	restoreWorst, warmWorst, tailWorst := math.NaN(), math.NaN(), math.NaN()
 	for _, r := range restores {
 		if r.c.kind != "statehost" {
 			continue
 		}
 		if q := r.restoreRate() / r.consumeRate; math.IsNaN(restoreWorst) || q < restoreWorst {
 			restoreWorst = q
+		}
+		if q := r.restoreRate() / r.warmConsumeRate; math.IsNaN(warmWorst) || q < warmWorst {
+			warmWorst = q
 		}
 		if q := r.tailRate() / r.rate; math.IsNaN(tailWorst) || q < tailWorst {
 			tailWorst = q
@@ -168,6 +173,7 @@ func report(out io.Writer, runs []*run) {
 	fmt.Fprintf(out, "RESULT wordcount_as_guest_vs_native=%.3f\n", worst("statehost-alos-as", "native"))
 	fmt.Fprintf(out, "RESULT wordcount_as_guest_vs_goka=%.3f\n", worst("statehost-alos-as", "goka"))
 	fmt.Fprintf(out, "RESULT restore_vs_consume=%.3f\n", restoreWorst)
+	fmt.Fprintf(out, "RESULT restore_vs_warm_consume=%.3f\n", warmWorst)
 	// Against the peers, their caches off as statehost's coalescing is by default, the worst
 	// workload: rates and restores over theirs (higher is better), peak RSS over theirs
 	// (lower is better, so the highest is the worst).
