@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -275,8 +277,8 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 // less is left to write after the last Add.
 func (l *Loader) SetEnd(end int64) { l.end = end }
 
-// Notify makes the loader send to ch, without blocking, whenever a run has ended: Ready may
-// then report true, or start the last run that Flush left pending. A caller that serves
+// Notify makes the loader send to ch, without blocking, whenever a run sealed after the call
+// has ended: Ready may then report true, or start the last run that Flush left pending. A caller that serves
 // several loaders waits on one channel for them all (with a buffer of one, no end is missed).
 func (l *Loader) Notify(ch chan<- struct{}) { l.notify = ch }
 
@@ -570,7 +572,14 @@ func (m *Manager) writeRun(p *Partition, r *loadRun, name string, buf *loadBuffe
 			return fmt.Errorf("store: task %s store %q: create %s: %w", p.t.id, p.name, path, err)
 		}
 		r.files = append(r.files, path)
-		w := sstable.NewWriter(newLoadWritable(f), wopts)
+		// The points through a large buffer; the tables of one key each through Pebble's.
+		var wr objstorage.Writable
+		if suffix == "" {
+			wr = newLoadWritable(f)
+		} else {
+			wr = objstorageprovider.NewFileWritable(f)
+		}
+		w := sstable.NewWriter(wr, wopts)
 		if err := fill(w); err != nil {
 			_ = w.Close()
 			return fmt.Errorf("store: task %s store %q: write %s: %w", p.t.id, p.name, path, err)

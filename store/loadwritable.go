@@ -13,8 +13,9 @@ import (
 // those calls (BenchmarkLoaderPartitions, uniform keys; a fortieth with this buffer).
 const loadWriteBuffer = 256 << 10
 
-// loadWriters holds the buffers of the runs being written: as many as the loads' semaphore
-// lets run at once, reused run after run.
+// loadWriters holds the buffers of the point tables being written, reused run after run: one
+// for each run in its CPU part (as many as the loads' semaphore lets run at once) or in its
+// table's last flush and sync.
 var loadWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, loadWriteBuffer) }}
 
 // loadWritable is an objstorage.Writable that writes a file through a buffer of
