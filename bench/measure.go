@@ -493,27 +493,35 @@ func (b *bench) consume(ctx context.Context, topic string, fn func(*kgo.Record))
 	return consumeTopic(ctx, b.adm, b.brokers, b.timeout, topic, fn)
 }
 
-// consumeTopic is consume with a client of its own: a new consumer of brokers, adm for the end
-// offsets, timeout the longest it reads.
+// consumeTopic is consume with a client of its own: a new consumer of brokers, adm for the
+// offsets, timeout the longest it reads. Its time starts once the offsets are known and the
+// consumer is connected, as a cold restore's starts once its offsets are known: it covers the
+// consumer's lookup of the topic's leaders and its fetches.
 func consumeTopic(ctx context.Context, adm *kadm.Client, brokers []string, timeout time.Duration, topic string, fn func(*kgo.Record)) (logStats, error) {
 	var st logStats
-	begin := time.Now()
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return st, fmt.Errorf("bench: start offsets of %s: %w", topic, err)
+	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
 		return st, fmt.Errorf("bench: end offsets of %s: %w", topic, err)
 	}
 	want := map[int32]int64{}
+	parts := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
 			want[o.Partition] = o.Offset
+			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
 		}
 	})
-	parts := map[int32]kgo.Offset{}
-	for p := range want {
-		parts[p] = kgo.NewOffset().AtStart()
-	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return st, err
@@ -521,6 +529,11 @@ func consumeTopic(ctx context.Context, adm *kadm.Client, brokers []string, timeo
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		return st, fmt.Errorf("bench: reading %s: %w", topic, err)
+	}
+	begin := time.Now()
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
