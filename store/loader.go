@@ -58,7 +58,8 @@ type Loader struct {
 	// lastPending: Flush found a run being written; the last one starts once it ended
 	// (Ready, Finish).
 	lastPending bool
-	// notify, when not nil, is sent to without blocking whenever a run ends (Notify).
+	// notify, when not nil, is sent to without blocking whenever a run sealed after it was
+	// set ends (Notify).
 	notify chan<- struct{}
 
 	dropTo []byte // window and session stores: the local keys below it are expired
@@ -278,8 +279,9 @@ func (l *Loader) add(ws []Write, cp Checkpoint, share int64, avg int) error {
 func (l *Loader) SetEnd(end int64) { l.end = end }
 
 // Notify makes the loader send to ch, without blocking, whenever a run sealed after the call
-// has ended: Ready may then report true, or start the last run that Flush left pending. A caller that serves
-// several loaders waits on one channel for them all (with a buffer of one, no end is missed).
+// has ended: Ready may then report true, or start the last run that Flush left pending. A
+// caller that serves several loaders waits on one channel for them all (with a buffer of
+// one, no end is missed).
 func (l *Loader) Notify(ch chan<- struct{}) { l.notify = ch }
 
 // minEarlyRun is the fewest records that a run written early holds: below it, a run's fixed
