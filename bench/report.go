@@ -60,6 +60,14 @@ func cpuRatio(a, b *run) float64 {
 	return b.childCPU / a.childCPU
 }
 
+// lower returns the lower of the worst ratio so far, x (NaN for none yet), and q.
+func lower(x, q float64) float64 {
+	if math.IsNaN(x) || q < x {
+		return q
+	}
+	return x
+}
+
 func fmtRatio(x float64) string {
 	if math.IsNaN(x) {
 		return "-"
@@ -136,10 +144,7 @@ func report(out io.Writer, runs []*run) {
 	worst := func(name, base string) float64 {
 		x := math.NaN()
 		for _, w := range workloadNames(runs) {
-			q := ratio(find(runs, w, name), find(runs, w, base))
-			if math.IsNaN(x) || q < x {
-				x = q
-			}
+			x = lower(x, ratio(find(runs, w, name), find(runs, w, base)))
 		}
 		return x
 	}
@@ -156,15 +161,9 @@ func report(out io.Writer, runs []*run) {
 		if r.c.kind != "statehost" {
 			continue
 		}
-		if q := r.restoreRate() / r.consumeRate; math.IsNaN(restoreWorst) || q < restoreWorst {
-			restoreWorst = q
-		}
-		if q := r.restoreRate() / r.warmConsumeRate; math.IsNaN(warmWorst) || q < warmWorst {
-			warmWorst = q
-		}
-		if q := r.tailRate() / r.rate; math.IsNaN(tailWorst) || q < tailWorst {
-			tailWorst = q
-		}
+		restoreWorst = lower(restoreWorst, r.restoreRate()/r.consumeRate)
+		warmWorst = lower(warmWorst, r.restoreRate()/r.warmConsumeRate)
+		tailWorst = lower(tailWorst, r.tailRate()/r.rate)
 	}
 	fmt.Fprintf(out, "RESULT wordcount_vs_native=%.3f\n", worst("statehost-alos", "native"))
 	fmt.Fprintf(out, "RESULT wordcount_vs_goka=%.3f\n", worst("statehost-alos", "goka"))
